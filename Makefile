@@ -1,0 +1,62 @@
+# fedhost: see README.md. `make run` and `make test` do all the set-up on a fresh machine.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin
+PLUGIN_DIR := $(BIN)/plugins
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X github.com/fedhost/fedhost/host/cli.Version=$(VERSION)
+
+# Every plugin is a main package under plugins/<kind>s/<name>; the binary is fedhost-<kind>-<name>.
+PLUGINS := $(wildcard plugins/resources/*/main.go plugins/registrars/*/main.go plugins/apps/*/main.go)
+
+.PHONY: all build plugins run test test-short bench proto lint tools clean
+
+all: build
+
+build: $(BIN)/fedhost plugins
+
+$(BIN)/fedhost: FORCE
+	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./host
+
+plugins:
+	@mkdir -p $(PLUGIN_DIR)
+	@for main in $(PLUGINS); do \
+		dir=$$(dirname $$main); name=$$(basename $$dir); \
+		kind=$$(basename $$(dirname $$dir)); kind=$${kind%s}; \
+		echo "build $(PLUGIN_DIR)/fedhost-$$kind-$$name"; \
+		$(GO) build -o $(PLUGIN_DIR)/fedhost-$$kind-$$name ./$$dir || exit 1; \
+	done
+
+# The embedded default: SQLite, River on SQLite, plugins from bin/plugins.
+run: build
+	@test -f plugins.lock || $(BIN)/fedhost plugins lock
+	$(BIN)/fedhost serve
+
+test: build
+	$(GO) test -count=1 ./...
+	cd sdk && $(GO) test -count=1 ./...
+	cd examples/hello && $(GO) test -count=1 ./...
+
+bench: build
+	cd sdk && $(GO) test -run '^$$' -bench . -benchtime 2000x -count 1 ./bench/
+
+proto:
+	@command -v protoc >/dev/null || { echo "protoc is missing: apt-get install protobuf-compiler"; exit 1; }
+	protoc -I sdk/internal/proto \
+		--plugin=protoc-gen-go=$$($(GO) tool -n protoc-gen-go) \
+		--plugin=protoc-gen-go-grpc=$$($(GO) tool -n protoc-gen-go-grpc) \
+		--go_out=sdk --go_opt=module=github.com/fedhost/fedhost/sdk \
+		--go-grpc_out=sdk --go-grpc_opt=module=github.com/fedhost/fedhost/sdk \
+		sdk/internal/proto/*.proto
+
+lint:
+	$(GO) vet ./...
+	cd sdk && $(GO) vet ./...
+	cd examples/hello && $(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); \
+		if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+clean:
+	rm -rf $(BIN)
+
+FORCE:

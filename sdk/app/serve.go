@@ -1,0 +1,132 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+
+	"google.golang.org/grpc"
+
+	"github.com/fedhost/fedhost/sdk"
+	pb "github.com/fedhost/fedhost/sdk/internal/proto/fedhostv1"
+	"github.com/fedhost/fedhost/sdk/internal/wire"
+)
+
+// Serve runs a as an app plugin until the host stops it. desc.Serves names the app. Call
+// it from main; it does not return.
+func Serve(desc sdk.Description, a App, opts ...sdk.ServeOption) {
+	desc.Kind = sdk.KindApp
+	var configure func(context.Context, json.RawMessage) error
+	if c, ok := a.(sdk.Configurer); ok {
+		configure = c.Configure
+	}
+	s := &server{a: a}
+	wire.ServeKind(desc, configure, func(g *grpc.Server) { pb.RegisterAppServer(g, s) }, opts)
+}
+
+type server struct {
+	pb.UnimplementedAppServer
+	a App
+}
+
+func unsupported(what string) error {
+	return wire.ToStatus(sdk.Errorf(sdk.CodeUnsupported, "this app has no %s", what))
+}
+
+func (s *server) Schema(ctx context.Context, _ *pb.SchemaRequest) (*pb.SchemaResponse, error) {
+	sc, err := s.a.Schema(ctx)
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.SchemaResponse{Schema: sc.JSON, Icon: sc.Icon, IconMediaType: sc.IconMediaType}, nil
+}
+
+func (s *server) Requests(ctx context.Context, req *pb.RequestsRequest) (*pb.RequestsResponse, error) {
+	if !sdk.ValidTenant(req.GetTenant()) {
+		return nil, wire.ToStatus(sdk.Invalid("tenant", "tenant %q is not DNS-safe", req.GetTenant()))
+	}
+	reqs, err := s.a.Requests(ctx, req.GetTenant(), req.GetConfig())
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	out := make([]*pb.ResourceRequest, len(reqs))
+	for i, r := range reqs {
+		out[i] = &pb.ResourceRequest{Name: r.Name, Type: r.Type, Spec: r.Spec, DependsOn: r.DependsOn}
+	}
+	return &pb.RequestsResponse{Requests: out}, nil
+}
+
+func (s *server) Render(ctx context.Context, req *pb.RenderRequest) (*pb.RenderResponse, error) {
+	results := make(map[string]json.RawMessage, len(req.GetResults()))
+	for k, v := range req.GetResults() {
+		results[k] = v
+	}
+	nodes, err := s.a.Render(ctx, RenderRequest{Tenant: req.GetTenant(), Config: req.GetConfig(), Results: results})
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	out := make([][]byte, len(nodes))
+	for i, n := range nodes {
+		out[i] = n
+	}
+	return &pb.RenderResponse{Nodes: out}, nil
+}
+
+func (s *server) Renames(ctx context.Context, _ *pb.RenamesRequest) (*pb.RenamesResponse, error) {
+	r, ok := s.a.(Renamer)
+	if !ok {
+		return &pb.RenamesResponse{}, nil
+	}
+	renames, err := r.Renames(ctx)
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	out := make([]*pb.Rename, len(renames))
+	for i, rn := range renames {
+		out[i] = &pb.Rename{From: rn.From, To: rn.To, Since: rn.Since}
+	}
+	return &pb.RenamesResponse{Renames: out}, nil
+}
+
+func (s *server) Operations(ctx context.Context, _ *pb.OperationsRequest) (*pb.OperationsResponse, error) {
+	o, ok := s.a.(Operator)
+	if !ok {
+		return &pb.OperationsResponse{}, nil
+	}
+	ops, err := o.Operations(ctx)
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	out := make([]*pb.Operation, len(ops))
+	for i, op := range ops {
+		out[i] = &pb.Operation{Name: op.Name, Description: op.Description, Sensitive: op.Sensitive}
+	}
+	return &pb.OperationsResponse{Operations: out}, nil
+}
+
+func (s *server) VersionGuard(ctx context.Context, _ *pb.VersionGuardRequest) (*pb.VersionGuardResponse, error) {
+	g, ok := s.a.(Guarded)
+	if !ok {
+		return nil, unsupported("version guard")
+	}
+	vg, err := g.VersionGuard(ctx)
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.VersionGuardResponse{Version: vg.Version, MaxStep: string(vg.MaxStep), OnDowngrade: string(vg.OnDowngrade)}, nil
+}
+
+func (s *server) RoleGroups(ctx context.Context, _ *pb.RoleGroupsRequest) (*pb.RoleGroupsResponse, error) {
+	r, ok := s.a.(RoleGrouper)
+	if !ok {
+		return &pb.RoleGroupsResponse{}, nil
+	}
+	groups, err := r.RoleGroups(ctx)
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	out := make([]*pb.RoleGroup, len(groups))
+	for i, g := range groups {
+		out[i] = &pb.RoleGroup{Name: g.Name, Description: g.Description, Roles: g.Roles}
+	}
+	return &pb.RoleGroupsResponse{Groups: out}, nil
+}

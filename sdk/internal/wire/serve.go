@@ -1,0 +1,180 @@
+package wire
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+	"google.golang.org/grpc"
+
+	"github.com/fedhost/fedhost/sdk"
+	pb "github.com/fedhost/fedhost/sdk/internal/proto/fedhostv1"
+)
+
+// LogLevelEnv carries the host's log level to the plugins it starts.
+const LogLevelEnv = "FEDHOST_PLUGIN_LOG_LEVEL"
+
+// ServeKind runs a plugin of one kind until the host stops it. desc's Kind and Protocol
+// are set here; configure receives the settings after they passed the settings schema;
+// register adds the kind's service to the gRPC server.
+func ServeKind(desc sdk.Description, configure func(context.Context, json.RawMessage) error, register func(*grpc.Server), opts []sdk.ServeOption) {
+	cfg := sdk.DefaultServeConfig()
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	desc.Protocol = sdk.ProtocolVersion
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{
+			Name:       desc.Name,
+			Output:     os.Stderr,
+			JSONFormat: true,
+			Level:      hclog.LevelFromString(os.Getenv(LogLevelEnv)),
+		})
+	}
+	fail := func(err error) {
+		fmt.Fprintf(os.Stderr, "fedhost-%s-%s: %v\n", desc.Kind, desc.Name, err)
+		os.Exit(1)
+	}
+	hclog.SetDefault(cfg.Logger)
+	if err := desc.Validate(); err != nil {
+		fail(fmt.Errorf("invalid description: %w", err))
+	}
+	settings, err := compileSettingsSchema(desc.SettingsSchema)
+	if err != nil {
+		fail(err)
+	}
+	if cfg.ParentCheckInterval > 0 {
+		go watchParent(cfg.ParentCheckInterval, cfg.Logger)
+	}
+	ps := &pluginServer{desc: desc, configure: configure, settings: settings}
+	plugin.Serve(&plugin.ServeConfig{
+		HandshakeConfig: Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{
+			sdk.ProtocolVersion: {string(desc.Kind): &GRPCPlugin{Register: func(s *grpc.Server) {
+				pb.RegisterPluginServer(s, ps)
+				register(s)
+			}}},
+		},
+		GRPCServer: func(o []grpc.ServerOption) *grpc.Server {
+			o = append(o, grpc.MaxRecvMsgSize(MaxMessageSize), grpc.MaxSendMsgSize(MaxMessageSize))
+			return grpc.NewServer(o...)
+		},
+		Logger: cfg.Logger,
+	})
+}
+
+// watchParent exits when the process that started the plugin is gone: the plugin is then
+// re-parented, and its parent pid changes.
+func watchParent(every time.Duration, log hclog.Logger) {
+	parent := os.Getppid()
+	for range time.Tick(every) {
+		if os.Getppid() != parent {
+			log.Warn("host process is gone, exiting", "host_pid", parent)
+			os.Exit(3)
+		}
+	}
+}
+
+func compileSettingsSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("settings schema is not JSON: %w", err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("settings.json", doc); err != nil {
+		return nil, fmt.Errorf("settings schema: %w", err)
+	}
+	s, err := c.Compile("settings.json")
+	if err != nil {
+		return nil, fmt.Errorf("settings schema is not a valid JSON Schema: %w", err)
+	}
+	return s, nil
+}
+
+type pluginServer struct {
+	pb.UnimplementedPluginServer
+	desc      sdk.Description
+	configure func(context.Context, json.RawMessage) error
+	settings  *jsonschema.Schema
+}
+
+func (s *pluginServer) Describe(context.Context, *pb.DescribeRequest) (*pb.DescribeResponse, error) {
+	return DescriptionToProto(s.desc), nil
+}
+
+func (s *pluginServer) Configure(ctx context.Context, req *pb.ConfigureRequest) (*pb.ConfigureResponse, error) {
+	raw := req.GetSettings()
+	if len(raw) == 0 {
+		raw = []byte("{}")
+	}
+	if s.settings != nil {
+		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+		if err != nil {
+			return nil, ToStatus(sdk.Invalid("settings", "settings are not JSON: %v", err))
+		}
+		if err := s.settings.Validate(v); err != nil {
+			return nil, ToStatus(SchemaError("settings", err))
+		}
+	}
+	if s.configure == nil {
+		return &pb.ConfigureResponse{}, nil
+	}
+	return &pb.ConfigureResponse{}, ToStatus(s.configure(ctx, raw))
+}
+
+var english = message.NewPrinter(language.English)
+
+// SchemaError turns a validation error into CodeInvalid naming the JSON pointer of the
+// first failing value below prefix. It gives the schema's complaint, never the value.
+func SchemaError(prefix string, err error) *sdk.Error {
+	verr, ok := err.(*jsonschema.ValidationError)
+	if !ok {
+		return sdk.Invalid(prefix, "%v", err)
+	}
+	leaf := verr
+	for len(leaf.Causes) > 0 {
+		leaf = leaf.Causes[0]
+	}
+	field := prefix
+	for _, tok := range leaf.InstanceLocation {
+		field += "/" + tok
+	}
+	return sdk.Invalid(field, "%s", leaf.ErrorKind.LocalizedString(english))
+}
+
+// DescriptionToProto converts a description for the wire.
+func DescriptionToProto(d sdk.Description) *pb.DescribeResponse {
+	return &pb.DescribeResponse{
+		Kind:           string(d.Kind),
+		Name:           d.Name,
+		Version:        d.Version,
+		Protocol:       int32(d.Protocol),
+		Summary:        d.Summary,
+		Serves:         d.Serves,
+		SettingsSchema: d.SettingsSchema,
+	}
+}
+
+// DescriptionFromProto converts a description from the wire.
+func DescriptionFromProto(r *pb.DescribeResponse) sdk.Description {
+	return sdk.Description{
+		Kind:           sdk.Kind(r.GetKind()),
+		Name:           r.GetName(),
+		Version:        r.GetVersion(),
+		Protocol:       int(r.GetProtocol()),
+		Summary:        r.GetSummary(),
+		Serves:         r.GetServes(),
+		SettingsSchema: r.GetSettingsSchema(),
+	}
+}

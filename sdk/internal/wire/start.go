@@ -1,0 +1,157 @@
+package wire
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+
+	"github.com/fedhost/fedhost/sdk"
+	pb "github.com/fedhost/fedhost/sdk/internal/proto/fedhostv1"
+)
+
+// StartConfig says how to start one plugin binary.
+type StartConfig struct {
+	Path string
+	Kind sdk.Kind
+	// Checksum is the sha256 the binary must have; nil starts it unchecked.
+	Checksum []byte
+	Logger   hclog.Logger
+	// Protocols the host offers; nil offers sdk.ProtocolVersion.
+	Protocols    []int
+	StartTimeout time.Duration
+	Env          []string
+}
+
+// Started is a running plugin.
+type Started struct {
+	Client      *plugin.Client
+	Protocol    plugin.ClientProtocol
+	Conn        *grpc.ClientConn
+	Description sdk.Description
+}
+
+// ChecksumError refuses a binary whose sha256 is not the one locked.
+type ChecksumError struct {
+	Path      string
+	Want, Got string
+}
+
+func (e *ChecksumError) Error() string {
+	return fmt.Sprintf("plugin %s: sha256 %s does not match plugins.lock (%s): if you trust the new binary, run `fedhost plugins lock`", e.Path, e.Got, e.Want)
+}
+
+// FileSHA256 returns the hex sha256 of a file.
+func FileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// Start runs the binary, checks its checksum through go-plugin's SecureConfig, agrees on a
+// protocol version, dispenses the kind and asks the plugin to describe itself.
+func Start(ctx context.Context, cfg StartConfig) (*Started, error) {
+	if !cfg.Kind.Valid() {
+		return nil, fmt.Errorf("plugin %s: unknown kind %q", cfg.Path, cfg.Kind)
+	}
+	path, err := filepath.Abs(cfg.Path)
+	if err != nil {
+		return nil, err
+	}
+	protocols := cfg.Protocols
+	if protocols == nil {
+		protocols = []int{sdk.ProtocolVersion}
+	}
+	sets := make(map[int]plugin.PluginSet, len(protocols))
+	for _, v := range protocols {
+		sets[v] = plugin.PluginSet{string(cfg.Kind): &GRPCPlugin{}}
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	cmd := exec.Command(path)
+	cmd.Env = append(os.Environ(), cfg.Env...)
+	cmd.Env = append(cmd.Env, LogLevelEnv+"="+logger.GetLevel().String())
+	setParentDeathSignal(cmd)
+	var secure *plugin.SecureConfig
+	if cfg.Checksum != nil {
+		secure = &plugin.SecureConfig{Checksum: cfg.Checksum, Hash: sha256.New()}
+	}
+	timeout := cfg.StartTimeout
+	if timeout == 0 {
+		timeout = 30 * time.Second
+	}
+	client := plugin.NewClient(&plugin.ClientConfig{
+		HandshakeConfig:  Handshake,
+		VersionedPlugins: sets,
+		Cmd:              cmd,
+		SecureConfig:     secure,
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		AutoMTLS:         true,
+		Logger:           logger,
+		StartTimeout:     timeout,
+		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize))},
+	})
+	started, err := dispense(ctx, client, cfg.Kind)
+	if err != nil {
+		client.Kill()
+		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
+			got, herr := FileSHA256(path)
+			if herr != nil {
+				got = "unreadable (" + herr.Error() + ")"
+			}
+			return nil, &ChecksumError{Path: cfg.Path, Want: hex.EncodeToString(cfg.Checksum), Got: got}
+		}
+		return nil, fmt.Errorf("plugin %s: %w", cfg.Path, err)
+	}
+	return started, nil
+}
+
+func dispense(ctx context.Context, client *plugin.Client, kind sdk.Kind) (*Started, error) {
+	proto, err := client.Client()
+	if err != nil {
+		return nil, err
+	}
+	raw, err := proto.Dispense(string(kind))
+	if err != nil {
+		return nil, err
+	}
+	conn, ok := raw.(*grpc.ClientConn)
+	if !ok {
+		return nil, fmt.Errorf("plugin gave %T instead of a gRPC connection", raw)
+	}
+	resp, err := pb.NewPluginClient(conn).Describe(ctx, &pb.DescribeRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("describe: %w", FromStatus(err))
+	}
+	desc := DescriptionFromProto(resp)
+	if err := desc.Validate(); err != nil {
+		return nil, fmt.Errorf("describe: %w", err)
+	}
+	if desc.Kind != kind {
+		return nil, fmt.Errorf("the binary is named as a %s plugin but describes itself as a %s plugin", kind, desc.Kind)
+	}
+	if negotiated := client.NegotiatedVersion(); negotiated != desc.Protocol {
+		return nil, fmt.Errorf("the plugin negotiated protocol %d but describes protocol %d", negotiated, desc.Protocol)
+	}
+	return &Started{Client: client, Protocol: proto, Conn: conn, Description: desc}, nil
+}

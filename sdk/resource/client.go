@@ -1,0 +1,68 @@
+package resource
+
+import (
+	"context"
+	"encoding/json"
+
+	"google.golang.org/grpc"
+
+	"github.com/fedhost/fedhost/sdk"
+	pb "github.com/fedhost/fedhost/sdk/internal/proto/fedhostv1"
+	"github.com/fedhost/fedhost/sdk/internal/wire"
+)
+
+func init() {
+	wire.Clients[sdk.KindResource] = func(cc grpc.ClientConnInterface) any { return &Client{rpc: pb.NewResourceProviderClient(cc)} }
+}
+
+// Client calls a resource provider plugin; get one from the client package. Its methods
+// return *sdk.Error values.
+type Client struct {
+	rpc pb.ResourceProviderClient
+}
+
+// Validate checks a request without changing anything.
+func (c *Client) Validate(ctx context.Context, typ string, spec json.RawMessage) error {
+	_, err := c.rpc.Validate(ctx, &pb.ValidateRequest{Type: typ, Spec: spec})
+	return wire.FromStatus(err)
+}
+
+// Provision creates or reconciles a resource.
+func (c *Client) Provision(ctx context.Context, req Request) (Result, error) {
+	r, err := c.rpc.Provision(ctx, &pb.ProvisionRequest{Tenant: req.Tenant, Instance: req.Instance, Type: req.Type, Spec: req.Spec, Secrets: req.Secrets})
+	if err != nil {
+		return Result{}, wire.FromStatus(err)
+	}
+	return Result{Data: r.GetResult(), Secrets: r.GetSecrets()}, nil
+}
+
+// Deprovision removes a resource.
+func (c *Client) Deprovision(ctx context.Context, req DeprovisionRequest) error {
+	_, err := c.rpc.Deprovision(ctx, &pb.DeprovisionRequest{Tenant: req.Tenant, Instance: req.Instance, Type: req.Type, Spec: req.Spec, Retain: req.Retain})
+	return wire.FromStatus(err)
+}
+
+// Status reports a resource's state.
+func (c *Client) Status(ctx context.Context, req Request) (Status, error) {
+	r, err := c.rpc.Status(ctx, &pb.StatusRequest{Tenant: req.Tenant, Instance: req.Instance, Type: req.Type, Spec: req.Spec})
+	if err != nil {
+		return Status{}, wire.FromStatus(err)
+	}
+	return Status{State: r.GetState(), Message: r.GetMessage(), Data: r.GetResult()}, nil
+}
+
+// Reveal reads a secret's value.
+func (c *Client) Reveal(ctx context.Context, tenant, instance, reference string) ([]byte, error) {
+	r, err := c.rpc.Reveal(ctx, &pb.RevealRequest{Tenant: tenant, Instance: instance, Reference: reference})
+	if err != nil {
+		return nil, wire.FromStatus(err)
+	}
+	return r.GetValue(), nil
+}
+
+var (
+	_ Provider       = (*Client)(nil)
+	_ Validator      = (*Client)(nil)
+	_ StatusReporter = (*Client)(nil)
+	_ Revealer       = (*Client)(nil)
+)

@@ -1,0 +1,128 @@
+package resource
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+
+	"google.golang.org/grpc"
+
+	"github.com/fedhost/fedhost/sdk"
+	pb "github.com/fedhost/fedhost/sdk/internal/proto/fedhostv1"
+	"github.com/fedhost/fedhost/sdk/internal/wire"
+)
+
+// Serve runs p as a resource provider plugin until the host stops it. desc.Serves lists
+// the resource types p answers. Call it from main; it does not return.
+func Serve(desc sdk.Description, p Provider, opts ...sdk.ServeOption) {
+	desc.Kind = sdk.KindResource
+	var configure func(context.Context, json.RawMessage) error
+	if c, ok := p.(sdk.Configurer); ok {
+		configure = c.Configure
+	}
+	s := &server{p: p, types: desc.Serves}
+	wire.ServeKind(desc, configure, func(g *grpc.Server) { pb.RegisterResourceProviderServer(g, s) }, opts)
+}
+
+type server struct {
+	pb.UnimplementedResourceProviderServer
+	p     Provider
+	types []string
+}
+
+func (s *server) check(tenant, instance, typ string) error {
+	if err := checkNames(tenant, instance); err != nil {
+		return err
+	}
+	return s.checkType(typ)
+}
+
+func checkNames(tenant, instance string) error {
+	if !sdk.ValidTenant(tenant) {
+		return sdk.Invalid("tenant", "tenant %q is not DNS-safe: lower case letters, digits and dashes, at most 32, starting with a letter", tenant)
+	}
+	if !sdk.ValidInstance(instance) {
+		return sdk.Invalid("instance", "instance %q is not DNS-safe: lower case letters, digits and dashes, at most 63, starting with a letter", instance)
+	}
+	return nil
+}
+
+func (s *server) checkType(typ string) error {
+	if !slices.Contains(s.types, typ) {
+		return sdk.Invalid("type", "this provider serves %v, not %q", s.types, typ)
+	}
+	return nil
+}
+
+func (s *server) Validate(ctx context.Context, req *pb.ValidateRequest) (*pb.ValidateResponse, error) {
+	if err := s.checkType(req.GetType()); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	if v, ok := s.p.(Validator); ok {
+		if err := v.Validate(ctx, req.GetType(), req.GetSpec()); err != nil {
+			return nil, wire.ToStatus(err)
+		}
+	}
+	return &pb.ValidateResponse{}, nil
+}
+
+func (s *server) Provision(ctx context.Context, req *pb.ProvisionRequest) (*pb.ProvisionResponse, error) {
+	if err := s.check(req.GetTenant(), req.GetInstance(), req.GetType()); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	res, err := s.p.Provision(ctx, Request{
+		Tenant:   req.GetTenant(),
+		Instance: req.GetInstance(),
+		Type:     req.GetType(),
+		Spec:     req.GetSpec(),
+		Secrets:  req.GetSecrets(),
+	})
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.ProvisionResponse{Result: res.Data, Secrets: res.Secrets}, nil
+}
+
+func (s *server) Deprovision(ctx context.Context, req *pb.DeprovisionRequest) (*pb.DeprovisionResponse, error) {
+	if err := s.check(req.GetTenant(), req.GetInstance(), req.GetType()); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	err := s.p.Deprovision(ctx, DeprovisionRequest{
+		Tenant:   req.GetTenant(),
+		Instance: req.GetInstance(),
+		Type:     req.GetType(),
+		Spec:     req.GetSpec(),
+		Retain:   req.GetRetain(),
+	})
+	return &pb.DeprovisionResponse{}, wire.ToStatus(err)
+}
+
+func (s *server) Status(ctx context.Context, req *pb.StatusRequest) (*pb.StatusResponse, error) {
+	if err := s.check(req.GetTenant(), req.GetInstance(), req.GetType()); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	r, ok := s.p.(StatusReporter)
+	if !ok {
+		return nil, wire.ToStatus(sdk.Errorf(sdk.CodeUnsupported, "this provider does not report status"))
+	}
+	st, err := r.Status(ctx, Request{Tenant: req.GetTenant(), Instance: req.GetInstance(), Type: req.GetType(), Spec: req.GetSpec()})
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.StatusResponse{State: st.State, Message: st.Message, Result: st.Data}, nil
+}
+
+func (s *server) Reveal(ctx context.Context, req *pb.RevealRequest) (*pb.RevealResponse, error) {
+	r, ok := s.p.(Revealer)
+	if !ok {
+		return nil, wire.ToStatus(sdk.Errorf(sdk.CodeUnsupported, "this provider keeps no secrets"))
+	}
+	if err := checkNames(req.GetTenant(), req.GetInstance()); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	v, err := r.Reveal(ctx, req.GetTenant(), req.GetInstance(), req.GetReference())
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.RevealResponse{Value: v}, nil
+}
