@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"regexp"
 )
 
@@ -104,3 +105,11 @@ func ValidTenant(s string) bool { return tenantPattern.MatchString(s) && s[len(s
 
 // ValidInstance reports whether s can name a resource within a deployment.
 func ValidInstance(s string) bool { return instancePattern.MatchString(s) && s[len(s)-1] != '-' }
+
+// DataDirEnv is the environment variable through which the host gives each plugin a
+// directory of its own for state (keys, managed servers); see DataDir.
+const DataDirEnv = "FEDHOST_PLUGIN_DATA_DIR"
+
+// DataDir returns the plugin's own state directory, made by the host, or "" when the
+// plugin runs without one (in a conformance test, say).
+func DataDir() string { return os.Getenv(DataDirEnv) }

@@ -1,0 +1,69 @@
+# fedhost.hcl: the configuration of `fedhost serve`.
+#
+# This file spells out the embedded default (what fedhost runs with no file) and adds a
+# Redis provider and a registrar to show their blocks. Every top-level setting can also
+# be given as an environment variable (FEDHOST_<NAME>, e.g. FEDHOST_DATA_DIR) or a flag
+# (--data-dir); a flag beats the environment, which beats this file.
+
+# host:port the HTTP server (operator UI and API) listens on.
+listen = "127.0.0.1:8080"
+
+# Directory for the SQLite database, the secrets key and the managed services.
+data_dir = "./data"
+
+# "sqlite" (a file in data_dir), or a PostgreSQL URL to run several fedhost processes
+# on one database, e.g. "postgres://fedhost@db/fedhost". Keep a password out of this
+# file: set FEDHOST_DATABASE in the service's environment instead.
+database = "sqlite"
+
+# Directory the plugins are loaded from.
+plugin_dir = "bin/plugins"
+
+# trace, debug, info, warn or error; and text or json.
+log_level  = "info"
+log_format = "text"
+
+# One block per resource type the applications may ask for: which provider plugin
+# answers it, with the provider's settings and limits. Known types: secret, postgresql,
+# s3, redis, smtp, dns, tls, ldap, oidc, instance. Once this file has a resource block,
+# only the types declared here are offered.
+
+# A PostgreSQL cluster managed by fedhost in data_dir; one role and database per
+# deployment.
+resource "postgresql" {
+  provider = "postgresql"
+  settings = { managed = true }
+}
+
+# versitygw managed by fedhost in data_dir; one user and bucket per deployment.
+resource "s3" {
+  provider = "versitygw"
+  settings = { managed = true }
+}
+
+# Secrets encrypted at rest with a key file in data_dir.
+resource "secret" {
+  provider = "embedded"
+}
+
+# Applications run as supervised processes on this machine.
+resource "instance" {
+  provider = "local"
+  limits   = { per_deployment = 8 }
+}
+
+# An existing Redis server of the provider; one ACL user and key prefix per deployment.
+# The admin password is the name of a secret, never the password itself.
+resource "redis" {
+  provider = "redis"
+  settings = {
+    address         = "127.0.0.1:6379"
+    password_secret = "providers/redis/admin"
+  }
+}
+
+# A registrar driver, to register and renew operators' domains. Its API key is kept in
+# the secret resource under this name.
+registrar "porkbun" {
+  settings = { api_key_secret = "registrar/porkbun/key" }
+}

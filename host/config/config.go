@@ -1,0 +1,163 @@
+package config
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/spf13/pflag"
+)
+
+// DefaultFile is the configuration file read when no path is given and it exists.
+const DefaultFile = "fedhost.hcl"
+
+// Config is the merged configuration of a fedhost process.
+type Config struct {
+	// Listen is the host:port the HTTP server listens on.
+	Listen string
+	// DataDir holds the SQLite database, secrets key, managed services and builds.
+	DataDir string
+	// Database is "sqlite" (a file in DataDir) or a postgres:// or postgresql:// URL.
+	// It may hold a password: never log or print it.
+	Database string
+	// PluginDir is the directory the plugin manager loads plugins from.
+	PluginDir string
+	// LogLevel is one of trace, debug, info, warn, error.
+	LogLevel string
+	// LogFormat is "text" or "json".
+	LogFormat string
+	// Resources lists, per resource type, the provider that answers it.
+	Resources []Resource
+	// Registrars lists the registrar drivers in use.
+	Registrars []Registrar
+	// File is the configuration file that was read, or "" when none was.
+	File string
+
+	// sources maps a setting name to where its value came from, for error messages.
+	sources map[string]string
+}
+
+// Resource is a resource block: which provider plugin answers a resource type.
+type Resource struct {
+	// Type is a resource type, e.g. "postgresql".
+	Type string
+	// Provider names the provider plugin, e.g. "versitygw".
+	Provider string
+	// Settings is the provider's settings as a JSON object ("{}" when none).
+	Settings json.RawMessage
+	// Limits is a JSON object of numbers ("{}" when none).
+	Limits json.RawMessage
+}
+
+// Registrar is a registrar block: a registrar driver and its settings.
+type Registrar struct {
+	// Name names the registrar driver plugin, e.g. "porkbun".
+	Name string
+	// Settings is the driver's settings as a JSON object ("{}" when none).
+	Settings json.RawMessage
+}
+
+// Default returns the embedded default: one machine, SQLite, embedded secrets, local
+// instances, and PostgreSQL and S3 services managed in the data directory.
+func Default() *Config {
+	return &Config{
+		Listen:    "127.0.0.1:8080",
+		DataDir:   "./data",
+		Database:  "sqlite",
+		PluginDir: "bin/plugins",
+		LogLevel:  "info",
+		LogFormat: "text",
+		Resources: []Resource{
+			{Type: "postgresql", Provider: "postgresql", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
+			{Type: "s3", Provider: "versitygw", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
+			{Type: "secret", Provider: "embedded", Settings: emptyObject(), Limits: emptyObject()},
+			{Type: "instance", Provider: "local", Settings: emptyObject(), Limits: json.RawMessage(`{"per_deployment":8}`)},
+		},
+		sources: map[string]string{},
+	}
+}
+
+// Resource returns the resource block of a resource type.
+func (c *Config) Resource(resourceType string) (Resource, bool) {
+	for _, r := range c.Resources {
+		if r.Type == resourceType {
+			return r, true
+		}
+	}
+	return Resource{}, false
+}
+
+// Load merges the embedded default, the configuration file, the environment and the
+// flags that were set, and validates the result.
+//
+// The file is the --config flag if set, else FEDHOST_CONFIG, else path; a file named
+// by any of them must exist. When none names one, ./fedhost.hcl is read if it exists.
+// A file with resource blocks replaces all the default resource blocks; a file without
+// any keeps them. lookupEnv is usually os.LookupEnv; lookupEnv and flags may be nil.
+func Load(path string, lookupEnv func(string) (string, bool), flags *pflag.FlagSet) (*Config, error) {
+	if lookupEnv == nil {
+		lookupEnv = func(string) (string, bool) { return "", false }
+	}
+	cfg := Default()
+
+	file, source, fix := configFile(path, lookupEnv, flags)
+	if file == "" {
+		if _, err := os.Stat(DefaultFile); err == nil {
+			file = DefaultFile
+		}
+	}
+	if file != "" {
+		src, err := os.ReadFile(file)
+		if errors.Is(err, fs.ErrNotExist) && source != "" {
+			return nil, fmt.Errorf("config file %s (%s) does not exist; create it, or %s to run the embedded default", file, source, fix)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading config file: %w", err)
+		}
+		if err := cfg.applyFile(src, file); err != nil {
+			return nil, err
+		}
+		cfg.File = file
+	}
+
+	for _, s := range settings {
+		if v, ok := lookupEnv(s.env()); ok && v != "" {
+			*s.field(cfg) = v
+			cfg.sources[s.name] = "env " + s.env()
+		}
+	}
+	if flags != nil {
+		for _, s := range settings {
+			if f := flags.Lookup(s.flag()); f != nil && f.Changed {
+				*s.field(cfg) = f.Value.String()
+				cfg.sources[s.name] = "flag --" + s.flag()
+			}
+		}
+	}
+
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// configFile returns the file named by the flag, the environment or path, in this
+// order, where the name came from and how to name none instead.
+func configFile(path string, lookupEnv func(string) (string, bool), flags *pflag.FlagSet) (file, source, fix string) {
+	if flags != nil {
+		if f := flags.Lookup(configFlag); f != nil && f.Changed && f.Value.String() != "" {
+			return f.Value.String(), "flag --" + configFlag, "drop --" + configFlag
+		}
+	}
+	if v, ok := lookupEnv(configEnv); ok && v != "" {
+		return v, "env " + configEnv, "unset " + configEnv
+	}
+	if path != "" {
+		return path, "named by the caller", "name no file"
+	}
+	return "", "", ""
+}
+
+func emptyObject() json.RawMessage { return json.RawMessage(`{}`) }

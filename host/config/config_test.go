@@ -1,0 +1,476 @@
+package config_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fedhost/fedhost/host/config"
+)
+
+// writeFile writes src to fedhost.hcl in a new temporary directory and returns its path.
+func writeFile(t *testing.T, src string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fedhost.hcl")
+	require.NoError(t, os.WriteFile(path, []byte(src), 0o600))
+	return path
+}
+
+// env returns a lookup function over the given KEY=value pairs.
+func env(pairs ...string) func(string) (string, bool) {
+	m := map[string]string{}
+	for _, p := range pairs {
+		k, v, _ := strings.Cut(p, "=")
+		m[k] = v
+	}
+	return func(k string) (string, bool) {
+		v, ok := m[k]
+		return v, ok
+	}
+}
+
+// flags returns a flag set from RegisterFlags, parsed from args.
+func flags(t *testing.T, args ...string) *pflag.FlagSet {
+	t.Helper()
+	fs := pflag.NewFlagSet("fedhost", pflag.ContinueOnError)
+	config.RegisterFlags(fs)
+	require.NoError(t, fs.Parse(args))
+	return fs
+}
+
+func TestLoadPrecedence(t *testing.T) {
+	t.Parallel()
+	file := writeFile(t, `
+listen    = "127.0.0.1:9000"
+data_dir  = "/srv/file"
+log_level = "debug"
+`)
+
+	tests := []struct {
+		name    string
+		env     []string
+		args    []string
+		want    func(*config.Config)
+		wantErr string
+	}{
+		{
+			name: "file over default",
+			want: func(c *config.Config) {
+				c.Listen, c.DataDir, c.LogLevel = "127.0.0.1:9000", "/srv/file", "debug"
+			},
+		},
+		{
+			name: "env over file",
+			env:  []string{"FEDHOST_LISTEN=127.0.0.1:9001", "FEDHOST_PLUGIN_DIR=/srv/plugins", "FEDHOST_LOG_FORMAT=json"},
+			want: func(c *config.Config) {
+				c.Listen, c.DataDir, c.LogLevel = "127.0.0.1:9001", "/srv/file", "debug"
+				c.PluginDir, c.LogFormat = "/srv/plugins", "json"
+			},
+		},
+		{
+			name: "flag over env",
+			env:  []string{"FEDHOST_LISTEN=127.0.0.1:9001", "FEDHOST_DATA_DIR=/srv/env"},
+			args: []string{"--listen=127.0.0.1:9002", "--log-level=warn"},
+			want: func(c *config.Config) {
+				c.Listen, c.DataDir, c.LogLevel = "127.0.0.1:9002", "/srv/env", "warn"
+			},
+		},
+		{
+			name: "unset flag keeps env and file",
+			env:  []string{"FEDHOST_DATABASE=postgres://fedhost@db/fedhost"},
+			args: []string{"--plugin-dir=/opt/plugins"},
+			want: func(c *config.Config) {
+				c.Listen, c.DataDir, c.LogLevel = "127.0.0.1:9000", "/srv/file", "debug"
+				c.Database, c.PluginDir = "postgres://fedhost@db/fedhost", "/opt/plugins"
+			},
+		},
+		{
+			name: "empty env is unset",
+			env:  []string{"FEDHOST_LISTEN="},
+			want: func(c *config.Config) {
+				c.Listen, c.DataDir, c.LogLevel = "127.0.0.1:9000", "/srv/file", "debug"
+			},
+		},
+		{
+			name:    "invalid flag names the flag",
+			env:     []string{"FEDHOST_LOG_LEVEL=info"},
+			args:    []string{"--log-level=verbose"},
+			wantErr: `log_level (flag --log-level): "verbose" is not a log level; use one of trace, debug, info, warn, error`,
+		},
+		{
+			name:    "invalid env names the variable",
+			env:     []string{"FEDHOST_LOG_FORMAT=yaml"},
+			wantErr: `log_format (env FEDHOST_LOG_FORMAT): "yaml" is not a log format; use one of text, json`,
+		},
+		{
+			name:    "empty flag names the flag",
+			args:    []string{"--listen="},
+			wantErr: "listen (flag --listen): is empty; set a host:port such as 127.0.0.1:8080",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := config.Load(file, env(tt.env...), flags(t, tt.args...))
+			if tt.wantErr != "" {
+				require.EqualError(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			want := config.Default()
+			tt.want(want)
+			want.File = file
+			requireSettings(t, want, got)
+		})
+	}
+}
+
+func requireSettings(t *testing.T, want, got *config.Config) {
+	t.Helper()
+	require.Equal(t, want.Listen, got.Listen, "listen")
+	require.Equal(t, want.DataDir, got.DataDir, "data_dir")
+	require.Equal(t, want.Database, got.Database, "database")
+	require.Equal(t, want.PluginDir, got.PluginDir, "plugin_dir")
+	require.Equal(t, want.LogLevel, got.LogLevel, "log_level")
+	require.Equal(t, want.LogFormat, got.LogFormat, "log_format")
+	require.Equal(t, want.File, got.File, "file")
+}
+
+func TestLoadConfigPath(t *testing.T) {
+	t.Parallel()
+	fromArg := writeFile(t, `listen = "127.0.0.1:1001"`)
+	fromEnv := writeFile(t, `listen = "127.0.0.1:1002"`)
+	fromFlag := writeFile(t, `listen = "127.0.0.1:1003"`)
+	missing := filepath.Join(t.TempDir(), "nope.hcl")
+
+	tests := []struct {
+		name       string
+		path       string
+		env        []string
+		args       []string
+		wantListen string
+		wantErr    string
+	}{
+		{name: "argument", path: fromArg, wantListen: "127.0.0.1:1001"},
+		{name: "env over argument", path: fromArg, env: []string{"FEDHOST_CONFIG=" + fromEnv}, wantListen: "127.0.0.1:1002"},
+		{name: "flag over env", path: fromArg, env: []string{"FEDHOST_CONFIG=" + fromEnv}, args: []string{"--config=" + fromFlag}, wantListen: "127.0.0.1:1003"},
+		{
+			name:    "missing argument",
+			path:    missing,
+			wantErr: "config file " + missing + " (named by the caller) does not exist; create it, or name no file to run the embedded default",
+		},
+		{
+			name:    "missing env",
+			env:     []string{"FEDHOST_CONFIG=" + missing},
+			wantErr: "config file " + missing + " (env FEDHOST_CONFIG) does not exist; create it, or unset FEDHOST_CONFIG to run the embedded default",
+		},
+		{
+			name:    "missing flag",
+			path:    fromArg,
+			args:    []string{"--config", missing},
+			wantErr: "config file " + missing + " (flag --config) does not exist; create it, or drop --config to run the embedded default",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := config.Load(tt.path, env(tt.env...), flags(t, tt.args...))
+			if tt.wantErr != "" {
+				require.EqualError(t, err, tt.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.wantListen, got.Listen)
+		})
+	}
+}
+
+// TestLoadWithoutFile changes the working directory, so it cannot run in parallel.
+func TestLoadWithoutFile(t *testing.T) {
+	t.Run("defaults", func(t *testing.T) {
+		t.Chdir(t.TempDir())
+		got, err := config.Load("", nil, nil)
+		require.NoError(t, err)
+		require.Equal(t, config.Default(), got)
+		require.Equal(t, "127.0.0.1:8080", got.Listen)
+		require.Equal(t, "./data", got.DataDir)
+		require.Equal(t, "sqlite", got.Database)
+		require.Equal(t, "bin/plugins", got.PluginDir)
+		require.Equal(t, "info", got.LogLevel)
+		require.Equal(t, "text", got.LogFormat)
+		for typ, provider := range map[string]string{"postgresql": "postgresql", "s3": "versitygw", "secret": "embedded", "instance": "local"} {
+			r, ok := got.Resource(typ)
+			require.True(t, ok, typ)
+			require.Equal(t, provider, r.Provider, typ)
+		}
+	})
+	t.Run("fedhost.hcl in the working directory", func(t *testing.T) {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "fedhost.hcl"), []byte(`data_dir = "/srv/cwd"`), 0o600))
+		t.Chdir(dir)
+		got, err := config.Load("", nil, nil)
+		require.NoError(t, err)
+		require.Equal(t, "/srv/cwd", got.DataDir)
+		require.Equal(t, "fedhost.hcl", got.File)
+	})
+}
+
+func TestLoadFileErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		src  string
+		// want are the lines of the error, without the file name before each.
+		want []string
+	}{
+		{
+			name: "unknown key",
+			src:  "data_dir = \"./data\"\n\n  lisen = \"127.0.0.1:8080\"\n",
+			want: []string{`:3,3-8: Unsupported argument; An argument named "lisen" is not expected here. Did you mean "listen"?`},
+		},
+		{
+			name: "every diagnostic",
+			src:  "lisen = \"x\"\ndata_dri = \"y\"\n",
+			want: []string{
+				`:1,1-6: Unsupported argument; An argument named "lisen" is not expected here. Did you mean "listen"?`,
+				`:2,1-9: Unsupported argument; An argument named "data_dri" is not expected here. Did you mean "data_dir"?`,
+			},
+		},
+		{
+			name: "wrong type",
+			src:  "listen = \"127.0.0.1:8080\"\ndata_dir = [\"a\", \"b\"]\n",
+			want: []string{`:2,12-13: Unsuitable value type; Unsuitable value for data_dir: string required, but have tuple`},
+		},
+		{
+			name: "null",
+			src:  "log_level = null\n",
+			want: []string{`:1,13-17: Unsuitable value type; Unsuitable value for log_level: a string is required, not null`},
+		},
+		{
+			name: "syntax error",
+			src:  "listen = \"127.0.0.1:8080\n",
+			want: []string{
+				`:1,25-2,1: Invalid multi-line string; Quoted strings may not be split over multiple lines. ` +
+					`To produce a multi-line string, either use the \n escape to represent a newline character or use the "heredoc" multi-line template syntax.`,
+				`:1,25-2,1: Unterminated template string; No closing marker was found for the string.`,
+			},
+		},
+		{
+			name: "unknown resource type",
+			src:  "resource \"mysql\" {\n  provider = \"mysql\"\n}\n",
+			want: []string{`:1,10-17: Unknown resource type; "mysql" is not a resource type; use one of secret, postgresql, s3, redis, smtp, dns, tls, ldap, oidc, instance.`},
+		},
+		{
+			name: "duplicate resource label",
+			src:  "resource \"s3\" {\n  provider = \"versitygw\"\n}\n\nresource \"s3\" {\n  provider = \"garage\"\n}\n",
+			want: []string{`:5,1-14: Duplicate resource block; A resource "s3" block is already declared at {file}:1,1-14; keep only one.`},
+		},
+		{
+			name: "duplicate registrar label",
+			src:  "registrar \"inwx\" {}\nregistrar \"inwx\" {}\n",
+			want: []string{`:2,1-17: Duplicate registrar block; A registrar "inwx" block is already declared at {file}:1,1-17; keep only one.`},
+		},
+		{
+			name: "empty provider",
+			src:  "resource \"secret\" {\n  provider = \"\"\n}\n",
+			want: []string{`:2,14-16: Empty provider; provider must name the provider plugin that answers this resource type, such as "embedded".`},
+		},
+		{
+			name: "missing provider",
+			src:  "resource \"secret\" {\n}\n",
+			want: []string{`:1,19-19: Missing required argument; The argument "provider" is required, but no definition was found.`},
+		},
+		{
+			name: "unknown key in resource",
+			src:  "resource \"secret\" {\n  provider = \"embedded\"\n  setting = {}\n}\n",
+			want: []string{`:3,3-10: Unsupported argument; An argument named "setting" is not expected here. Did you mean "settings"?`},
+		},
+		{
+			name: "settings not an object",
+			src:  "resource \"secret\" {\n  provider = \"embedded\"\n  settings = \"managed\"\n}\n",
+			want: []string{`:3,14-23: Invalid settings; settings must be an object, such as { key = "value" }.`},
+		},
+		{
+			name: "limit not a number",
+			src:  "resource \"instance\" {\n  provider = \"local\"\n  limits = { per_deployment = \"eight\" }\n}\n",
+			want: []string{`:3,12-40: Invalid limits; limits "per_deployment" must be a number, such as 8.`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeFile(t, tt.src)
+			_, err := config.Load(path, nil, nil)
+			require.Error(t, err)
+			var want []string
+			for _, line := range tt.want {
+				want = append(want, path+strings.ReplaceAll(line, "{file}", path))
+			}
+			require.Equal(t, strings.Join(want, "\n"), err.Error())
+		})
+	}
+}
+
+func TestLoadSettingsJSON(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, `
+resource "s3" {
+  provider = "garage"
+  settings = {
+    endpoint = "http://127.0.0.1:3903"
+    managed  = false
+    regions  = ["garage", "eu-west"]
+    quota    = { max_size = 1.5e9, max_objects = null }
+  }
+  limits = { buckets = 3, gib = 0.5 }
+}
+
+resource "secret" {
+  provider = "embedded"
+}
+
+registrar "porkbun" {
+  settings = { api_key_secret = "registrar/porkbun/key" }
+}
+`)
+	got, err := config.Load(path, nil, nil)
+	require.NoError(t, err)
+
+	require.Len(t, got.Resources, 2, "file resources replace the default ones")
+	s3, ok := got.Resource("s3")
+	require.True(t, ok)
+	require.Equal(t, "garage", s3.Provider)
+	require.JSONEq(t, `{
+		"endpoint": "http://127.0.0.1:3903",
+		"managed": false,
+		"regions": ["garage", "eu-west"],
+		"quota": {"max_size": 1500000000, "max_objects": null}
+	}`, string(s3.Settings))
+	require.JSONEq(t, `{"buckets": 3, "gib": 0.5}`, string(s3.Limits))
+
+	secret, ok := got.Resource("secret")
+	require.True(t, ok)
+	require.JSONEq(t, `{}`, string(secret.Settings))
+	require.JSONEq(t, `{}`, string(secret.Limits))
+
+	_, ok = got.Resource("postgresql")
+	require.False(t, ok)
+
+	require.Equal(t, []config.Registrar{{Name: "porkbun", Settings: json.RawMessage(`{"api_key_secret":"registrar/porkbun/key"}`)}}, got.Registrars)
+}
+
+func TestDatabaseNeverInErrors(t *testing.T) {
+	t.Parallel()
+	const password = "s3cr3t-Pa55"
+	bad := "mysql://fedhost:" + password + "@db/fedhost"
+
+	tests := []struct {
+		name      string
+		src       string
+		env       []string
+		args      []string
+		wantError string
+	}{
+		{
+			name:      "file",
+			src:       "database = \"" + bad + "\"\n",
+			wantError: `database ({file}:1,1-52): is neither "sqlite" nor a postgres:// or postgresql:// URL; set one of them (the value is not shown as it may hold a password)`,
+		},
+		{
+			name:      "env",
+			env:       []string{"FEDHOST_DATABASE=" + bad},
+			wantError: `database (env FEDHOST_DATABASE): is neither "sqlite" nor a postgres:// or postgresql:// URL; set one of them (the value is not shown as it may hold a password)`,
+		},
+		{
+			name:      "flag",
+			args:      []string{"--database", bad},
+			wantError: `database (flag --database): is neither "sqlite" nor a postgres:// or postgresql:// URL; set one of them (the value is not shown as it may hold a password)`,
+		},
+		{
+			name: "unparsable postgres URL",
+			env:  []string{"FEDHOST_DATABASE=postgres://fedhost:" + password + "@db:port/%zz"},
+			wantError: `database (env FEDHOST_DATABASE): is neither "sqlite" nor a postgres:// or postgresql:// URL; ` +
+				`set one of them (the value is not shown as it may hold a password)`,
+		},
+		{
+			name:      "file error on the same line",
+			src:       "database = \"postgres://fedhost:" + password + "@db/fedhost\" lisen = 1\n",
+			wantError: `{file}:1,56-61: Missing newline after argument; An argument definition must end with a newline.`,
+		},
+		{
+			name:      "wrong type",
+			src:       "database = { url = \"postgres://fedhost:" + password + "@db/fedhost\" }\n",
+			wantError: `{file}:1,12-13: Unsuitable value type; Unsuitable value for database: string required, but have object`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			path := writeFile(t, tt.src)
+			_, err := config.Load(path, env(tt.env...), flags(t, tt.args...))
+			require.Error(t, err)
+			require.NotContains(t, err.Error(), password)
+			require.Equal(t, strings.ReplaceAll(tt.wantError, "{file}", path), err.Error())
+		})
+	}
+}
+
+func TestLoadPostgresDatabase(t *testing.T) {
+	t.Parallel()
+	tests := []struct{ name, dsn string }{
+		{"postgres with password", "postgres://fedhost:pw@db/fedhost"},
+		{"postgresql over a socket", "postgresql:///fedhost?host=/run/postgresql"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := config.Load(writeFile(t, ""), env("FEDHOST_DATABASE="+tt.dsn), nil)
+			require.NoError(t, err)
+			require.Equal(t, tt.dsn, got.Database)
+		})
+	}
+}
+
+func TestRegisterFlagsNamesEnv(t *testing.T) {
+	t.Parallel()
+	fs := flags(t)
+	for flag, envVar := range map[string]string{
+		"config": "FEDHOST_CONFIG", "listen": "FEDHOST_LISTEN", "data-dir": "FEDHOST_DATA_DIR",
+		"database": "FEDHOST_DATABASE", "plugin-dir": "FEDHOST_PLUGIN_DIR",
+		"log-level": "FEDHOST_LOG_LEVEL", "log-format": "FEDHOST_LOG_FORMAT",
+	} {
+		f := fs.Lookup(flag)
+		require.NotNil(t, f, flag)
+		require.Contains(t, f.Usage, envVar, flag)
+	}
+}
+
+func TestExampleFile(t *testing.T) {
+	t.Parallel()
+	const example = "../../examples/fedhost.hcl"
+	got, err := config.Load(example, nil, nil)
+	require.NoError(t, err)
+
+	// The example documents the embedded default: the same settings and, for the
+	// types the default has, the same resource blocks.
+	want := config.Default()
+	want.File = example
+	requireSettings(t, want, got)
+	for _, r := range want.Resources {
+		g, ok := got.Resource(r.Type)
+		require.True(t, ok, r.Type)
+		require.Equal(t, r.Provider, g.Provider, r.Type)
+		require.JSONEq(t, string(r.Settings), string(g.Settings), r.Type)
+		require.JSONEq(t, string(r.Limits), string(g.Limits), r.Type)
+	}
+	redis, ok := got.Resource("redis")
+	require.True(t, ok)
+	require.Equal(t, "redis", redis.Provider)
+	require.Len(t, got.Registrars, 1)
+	require.Equal(t, "porkbun", got.Registrars[0].Name)
+}

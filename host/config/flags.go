@@ -1,0 +1,43 @@
+package config
+
+import (
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+const (
+	configFlag = "config"
+	configEnv  = "FEDHOST_CONFIG"
+)
+
+// setting is one scalar setting; its file attribute, flag and environment variable
+// names all derive from name, so they cannot drift apart.
+type setting struct {
+	name  string
+	usage string
+	field func(*Config) *string
+}
+
+var settings = []setting{
+	{"listen", "host:port the HTTP server listens on", func(c *Config) *string { return &c.Listen }},
+	{"data_dir", "directory for the SQLite database, secrets and managed services", func(c *Config) *string { return &c.DataDir }},
+	{"database", `"sqlite" or a postgres:// URL`, func(c *Config) *string { return &c.Database }},
+	{"plugin_dir", "directory the plugins are loaded from", func(c *Config) *string { return &c.PluginDir }},
+	{"log_level", "trace, debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }},
+	{"log_format", "text or json", func(c *Config) *string { return &c.LogFormat }},
+}
+
+func (s setting) flag() string { return strings.ReplaceAll(s.name, "_", "-") }
+func (s setting) env() string  { return "FEDHOST_" + strings.ToUpper(s.name) }
+
+// RegisterFlags defines --config and a flag for every setting on fs. Load reads only
+// the flags that were set, so a flag's default never overrides the file or the
+// environment.
+func RegisterFlags(fs *pflag.FlagSet) {
+	fs.String(configFlag, "", "configuration file (env "+configEnv+"; default ./"+DefaultFile+" if it exists)")
+	def := Default()
+	for _, s := range settings {
+		fs.String(s.flag(), *s.field(def), s.usage+" (env "+s.env()+")")
+	}
+}
