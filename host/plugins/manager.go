@@ -35,7 +35,7 @@ type Options struct {
 	Dir string
 	// DataDir is the host's data directory; each plugin gets DataDir/plugins/<name>.
 	DataDir string
-	Logger hclog.Logger
+	Logger  hclog.Logger
 	// Settings returns the settings (JSON) of a started plugin; nil or empty is "{}".
 	Settings func(sdk.Description) json.RawMessage
 	// HealthInterval is the time between health pings (10 s by default); a plugin whose
