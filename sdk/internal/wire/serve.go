@@ -142,15 +142,33 @@ func SchemaError(prefix string, err error) *sdk.Error {
 	if !ok {
 		return sdk.Invalid(prefix, "%v", err)
 	}
-	leaf := verr
-	for len(leaf.Causes) > 0 {
-		leaf = leaf.Causes[0]
-	}
+	leaf := deepest(verr)
 	field := prefix
 	for _, tok := range leaf.InstanceLocation {
 		field += "/" + tok
 	}
 	return sdk.Invalid(field, "%s", leaf.ErrorKind.LocalizedString(english))
+}
+
+// deepest returns the error with the longest instance location, the most precise place
+// to point at, descended to its first leaf for the message.
+func deepest(e *jsonschema.ValidationError) *jsonschema.ValidationError {
+	best := e
+	var walk func(*jsonschema.ValidationError)
+	walk = func(n *jsonschema.ValidationError) {
+		if len(n.InstanceLocation) > len(best.InstanceLocation) {
+			best = n
+		}
+		for _, c := range n.Causes {
+			walk(c)
+		}
+	}
+	walk(e)
+	loc := best.InstanceLocation
+	for len(best.Causes) > 0 {
+		best = best.Causes[0]
+	}
+	return &jsonschema.ValidationError{InstanceLocation: loc, ErrorKind: best.ErrorKind}
 }
 
 // DescriptionToProto converts a description for the wire.
