@@ -1,0 +1,285 @@
+package conformance
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fedhost/fedhost/sdk"
+	"github.com/fedhost/fedhost/sdk/client"
+	"github.com/fedhost/fedhost/sdk/contract"
+	"github.com/fedhost/fedhost/sdk/resource"
+)
+
+// Provisioned is one resource the kit made: its names, result and secret values.
+type Provisioned struct {
+	Tenant, Instance string
+	Result           json.RawMessage
+	Secrets          map[string][]byte
+}
+
+// ResourceCase says what the kit asks a provider for and how it looks at the provider's
+// real server. The functions talk to that server with the credentials of a result: they
+// are the proof that isolation holds, so they must use a real client of the server.
+type ResourceCase struct {
+	// Type is the resource type under test, one the provider serves.
+	Type string
+	// Settings are handed to Configure first (nil for none).
+	Settings json.RawMessage
+	// Request is a valid request; Secrets are its operator-supplied values, if any.
+	Request json.RawMessage
+	Secrets map[string][]byte
+	// Invalid is a request the provider must refuse, naming InvalidField (a prefix of the
+	// field the error names, e.g. "request/buckets").
+	Invalid      json.RawMessage
+	InvalidField string
+	// Access returns nil when the credentials of from can reach the object of to (read
+	// and write), and an error otherwise.
+	Access func(ctx context.Context, from, to Provisioned) error
+	// Exists reports whether the object of p exists on the server.
+	Exists func(ctx context.Context, p Provisioned) (bool, error)
+	// DataKept reports whether the data of p survived a deprovision with Retain. Nil
+	// skips the retain check for providers that keep nothing.
+	DataKept func(ctx context.Context, p Provisioned) (bool, error)
+	// Seed writes data into p before a retained deprovision, for DataKept to find.
+	Seed func(ctx context.Context, p Provisioned) error
+}
+
+// Resource runs the shared checks and then the resource provider checks against the
+// binary at path: provisioning twice gives the same result; the result follows the
+// type's contract; an invalid request is refused naming its field; tenants cannot reach
+// each other's objects; deprovision removes, and keeps the data when told to; and no
+// secret value appears in the plugin's logs.
+func Resource(t *testing.T, path string, c ResourceCase) {
+	t.Helper()
+	Plugin(t, path)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	logs := &lockedBuffer{}
+	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace, JSONFormat: true})
+	p, err := client.Start(ctx, path, client.WithLogger(logger), client.WithEnv(sdk.DataDirEnv+"="+t.TempDir()))
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	defer p.Kill()
+	if err := p.Configure(ctx, c.Settings); err != nil {
+		t.Fatalf("configure: %v", err)
+	}
+	rc := p.Resource()
+	if rc == nil {
+		t.Fatalf("%s is a %s plugin, not a resource provider", path, p.Description().Kind)
+	}
+	var seen []Provisioned
+	suffix := fmt.Sprintf("%04d", time.Now().UnixNano()%10000)
+	tenantA, tenantB := "conf-a"+suffix, "conf-b"+suffix
+	provision := func(t *testing.T, tenant string, secrets map[string][]byte) Provisioned {
+		t.Helper()
+		in := map[string][]byte{}
+		for k, v := range c.Secrets {
+			in[k] = v
+		}
+		for k, v := range secrets {
+			in[k] = v
+		}
+		res, err := rc.Provision(ctx, resource.Request{Tenant: tenant, Instance: "main", Type: c.Type, Spec: c.Request, Secrets: in})
+		if err != nil {
+			t.Fatalf("provision %s/main: %v", tenant, err)
+		}
+		pr := Provisioned{Tenant: tenant, Instance: "main", Result: res.Data, Secrets: res.Secrets}
+		seen = append(seen, pr)
+		return pr
+	}
+	deprovision := func(t *testing.T, p Provisioned, retain bool) {
+		t.Helper()
+		err := rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: p.Tenant, Instance: p.Instance, Type: c.Type, Spec: c.Request, Retain: retain})
+		if err != nil {
+			t.Fatalf("deprovision %s/%s (retain %v): %v", p.Tenant, p.Instance, retain, err)
+		}
+	}
+	exists := func(t *testing.T, p Provisioned) bool {
+		t.Helper()
+		ok, err := c.Exists(ctx, p)
+		if err != nil {
+			t.Fatalf("exists %s/%s: %v", p.Tenant, p.Instance, err)
+		}
+		return ok
+	}
+
+	a := provision(t, tenantA, nil)
+	t.Cleanup(func() { _ = rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: tenantA, Instance: "main", Type: c.Type, Spec: c.Request}) })
+	t.Cleanup(func() { _ = rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: tenantB, Instance: "main", Type: c.Type, Spec: c.Request}) })
+
+	t.Run("result_follows_contract", func(t *testing.T) {
+		if !contract.Known(c.Type) {
+			return
+		}
+		if err := contract.ValidateResult(c.Type, a.Result); err != nil {
+			t.Errorf("result: %v", err)
+		}
+		var refs []string
+		collectSecretRefs(a.Result, &refs)
+		for _, ref := range refs {
+			if _, ok := a.Secrets[ref]; !ok {
+				t.Errorf("the result refers to secret %q, which the provider did not return", ref)
+			}
+		}
+	})
+
+	t.Run("provision_is_idempotent", func(t *testing.T) {
+		again := provision(t, tenantA, a.Secrets)
+		if !jsonEqual(a.Result, again.Result) {
+			t.Errorf("a second provision changed the result:\nfirst  %s\nsecond %s", a.Result, again.Result)
+		}
+		for k, v := range a.Secrets {
+			if w, ok := again.Secrets[k]; ok && !bytes.Equal(v, w) {
+				t.Errorf("a second provision, given the secrets of the first, changed secret %q", k)
+			}
+		}
+		if !exists(t, a) {
+			t.Errorf("the object of %s/main does not exist after provision", tenantA)
+		}
+		if err := c.Access(ctx, a, a); err != nil {
+			t.Errorf("the credentials of %s/main cannot reach its own object: %v", tenantA, err)
+		}
+	})
+
+	t.Run("invalid_request_names_field", func(t *testing.T) {
+		if c.Invalid == nil {
+			t.Fatalf("the case gives no invalid request")
+		}
+		_, err := rc.Provision(ctx, resource.Request{Tenant: tenantA, Instance: "invalid", Type: c.Type, Spec: c.Invalid})
+		if sdk.CodeOf(err) != sdk.CodeInvalid {
+			t.Fatalf("an invalid request gave %v, want code %s", err, sdk.CodeInvalid)
+		}
+		if !strings.HasPrefix(sdk.FieldOf(err), c.InvalidField) {
+			t.Errorf("the refusal names field %q, want %q", sdk.FieldOf(err), c.InvalidField)
+		}
+		_, err = rc.Provision(ctx, resource.Request{Tenant: "Not A Tenant", Instance: "main", Type: c.Type, Spec: c.Request})
+		if sdk.CodeOf(err) != sdk.CodeInvalid || sdk.FieldOf(err) != "tenant" {
+			t.Errorf("a bad tenant name gave %v, want an invalid_request naming tenant", err)
+		}
+	})
+
+	t.Run("tenant_isolation", func(t *testing.T) {
+		b := provision(t, tenantB, nil)
+		if err := c.Access(ctx, b, b); err != nil {
+			t.Fatalf("the credentials of %s/main cannot reach its own object: %v", tenantB, err)
+		}
+		if err := c.Access(ctx, a, b); err == nil {
+			t.Errorf("tenant %s's credentials reach tenant %s's object", tenantA, tenantB)
+		}
+		if err := c.Access(ctx, b, a); err == nil {
+			t.Errorf("tenant %s's credentials reach tenant %s's object", tenantB, tenantA)
+		}
+	})
+
+	t.Run("deprovision", func(t *testing.T) {
+		b := provision(t, tenantB, nil)
+		if c.DataKept != nil {
+			if c.Seed != nil {
+				if err := c.Seed(ctx, b); err != nil {
+					t.Fatalf("seed: %v", err)
+				}
+			}
+			deprovision(t, b, true)
+			kept, err := c.DataKept(ctx, b)
+			if err != nil {
+				t.Fatalf("data kept: %v", err)
+			}
+			if !kept {
+				t.Errorf("a deprovision with retain removed the data of %s/main", tenantB)
+			}
+			b = provision(t, tenantB, nil)
+		}
+		deprovision(t, b, false)
+		if exists(t, b) {
+			t.Errorf("the object of %s/main still exists after deprovision", tenantB)
+		}
+		deprovision(t, b, false)
+		if c.DataKept != nil {
+			if kept, err := c.DataKept(ctx, b); err == nil && kept {
+				t.Errorf("the data of %s/main survived a deprovision without retain", tenantB)
+			}
+		}
+		if err := c.Access(ctx, a, a); err != nil {
+			t.Errorf("removing %s's object broke %s's: %v", tenantB, tenantA, err)
+		}
+	})
+
+	t.Run("no_secret_in_logs", func(t *testing.T) {
+		p.Kill()
+		text := logs.String()
+		for _, pr := range seen {
+			for name, v := range pr.Secrets {
+				if len(v) >= 6 && strings.Contains(text, string(v)) {
+					t.Errorf("the value of secret %q of %s/%s appears in the plugin's logs", name, pr.Tenant, pr.Instance)
+				}
+			}
+		}
+		for name, v := range c.Secrets {
+			if len(v) >= 6 && strings.Contains(text, string(v)) {
+				t.Errorf("the supplied value of %q appears in the plugin's logs", name)
+			}
+		}
+	})
+}
+
+func collectSecretRefs(raw json.RawMessage, out *[]string) {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return
+	}
+	var walk func(any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case map[string]any:
+			if s, ok := x["secret"].(string); ok && len(x) == 1 {
+				*out = append(*out, s)
+				return
+			}
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	walk(v)
+}
+
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	ja, _ := json.Marshal(x)
+	jb, _ := json.Marshal(y)
+	return bytes.Equal(ja, jb)
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
