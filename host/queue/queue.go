@@ -1,0 +1,176 @@
+// Package queue runs builds as River jobs on the store's database, SQLite or
+// PostgreSQL. Builds survive restarts: a build interrupted by a stop is put
+// back in the queue and resumed by the next fedhost to start on the database.
+package queue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/riverdriver/riversqlite"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/fedhost/fedhost/host/store"
+)
+
+// Builder runs one build. It reports progress through log, and must return
+// soon after ctx ends: the build is then released back to the queue and run
+// again later, so every step must be idempotent.
+type Builder interface {
+	Build(ctx context.Context, buildID string, log func(step, message string)) error
+}
+
+// BuilderFunc adapts a function to Builder.
+type BuilderFunc func(ctx context.Context, buildID string, log func(step, message string)) error
+
+// Build calls f.
+func (f BuilderFunc) Build(ctx context.Context, buildID string, log func(step, message string)) error {
+	return f(ctx, buildID, log)
+}
+
+// Config configures a Queue.
+type Config struct {
+	// Workers is how many builds this process runs at once; 4 if zero.
+	Workers int
+	// Builder runs the builds. Required.
+	Builder Builder
+	// Logger receives the queue's and River's logs; slog.Default() if nil.
+	Logger *slog.Logger
+
+	// river adjusts River's configuration; tests shorten its intervals.
+	river func(*river.Config)
+}
+
+// ErrBuildInProgress is wrapped by EnqueueBuild when the deployment already
+// has a build queued or running: one build per deployment at a time.
+var ErrBuildInProgress = errors.New("deployment has a build in progress")
+
+// buildTimeout bounds one run of a build. River rescues a job left running by
+// a crashed process only after this (plus a margin), so it is also how long
+// such a build waits to be resumed.
+const buildTimeout = time.Hour
+
+// riverClient is what the queue uses of a River client, whichever its driver.
+type riverClient interface {
+	Start(ctx context.Context) error
+	Stop(ctx context.Context) error
+	StopAndCancel(ctx context.Context) error
+	Insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
+	JobList(ctx context.Context, params *river.JobListParams) (*river.JobListResult, error)
+}
+
+// Queue enqueues builds and works them.
+type Queue struct {
+	store  *store.Store
+	client riverClient
+	logger *slog.Logger
+}
+
+// New returns a queue on st's database. It works nothing until Start.
+func New(st *store.Store, cfg Config) (*Queue, error) {
+	if cfg.Builder == nil {
+		return nil, errors.New("queue: Config.Builder is required")
+	}
+	if cfg.Workers < 0 {
+		return nil, fmt.Errorf("queue: Config.Workers is %d: use a positive number, or 0 for the default", cfg.Workers)
+	}
+	if cfg.Workers == 0 {
+		cfg.Workers = 4
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	q := &Queue{store: st, logger: cfg.Logger}
+
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &buildWorker{store: st, builder: cfg.Builder, logger: cfg.Logger}); err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	rcfg := &river.Config{
+		Logger:               cfg.Logger,
+		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
+		Workers:              workers,
+		JobTimeout:           buildTimeout,
+		RescueStuckJobsAfter: buildTimeout + 10*time.Minute,
+	}
+	if cfg.river != nil {
+		cfg.river(rcfg)
+	}
+
+	var err error
+	switch {
+	case st.RiverPgx() != nil:
+		q.client, err = river.NewClient(riverpgxv5.New(st.RiverPgx()), rcfg)
+	default:
+		q.client, err = river.NewClient(riversqlite.New(st.RiverSQLite()), rcfg)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	return q, nil
+}
+
+// Start starts working builds, and returns once the workers run. Cancelling
+// ctx later stops the queue as StopAndCancel would; prefer Stop.
+func (q *Queue) Start(ctx context.Context) error {
+	if err := q.client.Start(ctx); err != nil {
+		return fmt.Errorf("starting the build queue: %w", err)
+	}
+	return nil
+}
+
+// releaseTimeout is how long Stop waits for cancelled builds to put
+// themselves back in the queue.
+const releaseTimeout = 30 * time.Second
+
+// Stop stops fetching builds and waits for the running ones to finish. If ctx
+// ends first, it cancels them: each goes back to queued, and its job back to
+// the queue for the next fedhost, instead of staying running. Stop on a queue
+// that is not running does nothing.
+func (q *Queue) Stop(ctx context.Context) error {
+	err := q.client.Stop(ctx)
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	q.logger.Warn("queue: stop deadline reached with builds running; releasing them")
+	hard, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	if err := q.client.StopAndCancel(hard); err != nil {
+		return fmt.Errorf("stopping the build queue: running builds not released within %s: %w", releaseTimeout, err)
+	}
+	return nil
+}
+
+// EnqueueBuild queues a stored build. It returns an error wrapping
+// ErrBuildInProgress if another build of the same deployment is queued or
+// running, and one wrapping store.ErrBuildFinished if the build is finished;
+// enqueueing the same build twice is harmless.
+func (q *Queue) EnqueueBuild(ctx context.Context, buildID string) error {
+	b, err := q.store.GetBuild(ctx, buildID)
+	if err != nil {
+		return err
+	}
+	if b.State.Finished() {
+		return fmt.Errorf("build %s is already %s: %w", buildID, b.State, store.ErrBuildFinished)
+	}
+	res, err := q.client.Insert(ctx, buildArgs{BuildID: b.ID, DeploymentID: b.DeploymentID}, nil)
+	if err != nil {
+		return fmt.Errorf("enqueueing build %s: %w", buildID, err)
+	}
+	if !res.UniqueSkippedAsDuplicate {
+		return nil
+	}
+	var other buildArgs
+	if err := decodeArgs(res.Job, &other); err != nil {
+		return err
+	}
+	if other.BuildID == buildID {
+		return nil
+	}
+	return fmt.Errorf("deployment %s already has build %s queued or running: %w", b.DeploymentID, other.BuildID, ErrBuildInProgress)
+}

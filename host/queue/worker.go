@@ -1,0 +1,125 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
+
+	"github.com/fedhost/fedhost/host/store"
+)
+
+// buildArgs are the arguments of a "build" job. DeploymentID is there for
+// uniqueness only: the build row is the source of truth.
+type buildArgs struct {
+	BuildID      string `json:"build_id"`
+	DeploymentID string `json:"deployment_id" river:"unique"`
+}
+
+func (buildArgs) Kind() string { return "build" }
+
+// InsertOpts keeps at most one unfinished build job per deployment.
+func (buildArgs) InsertOpts() river.InsertOpts {
+	return river.InsertOpts{UniqueOpts: river.UniqueOpts{
+		ByArgs: true,
+		ByState: []rivertype.JobState{
+			rivertype.JobStateAvailable,
+			rivertype.JobStatePending,
+			rivertype.JobStateRetryable,
+			rivertype.JobStateRunning,
+			rivertype.JobStateScheduled,
+		},
+	}}
+}
+
+func decodeArgs(job *rivertype.JobRow, args *buildArgs) error {
+	if err := json.Unmarshal(job.EncodedArgs, args); err != nil {
+		return fmt.Errorf("decoding the arguments of job %d: %w", job.ID, err)
+	}
+	return nil
+}
+
+// buildWorker runs a build job, keeping the build row and its log up to date.
+// A builder error is the build's verdict (failed), not a job error: the job is
+// retried only when recording the verdict itself fails.
+type buildWorker struct {
+	river.WorkerDefaults[buildArgs]
+	store   *store.Store
+	builder Builder
+	logger  *slog.Logger
+}
+
+// releasedReason is the reason of a build put back in the queue by a stop.
+const releasedReason = "released: fedhost stopped while the build ran; it resumes on the next start"
+
+func (w *buildWorker) Work(ctx context.Context, job *river.Job[buildArgs]) error {
+	id := job.Args.BuildID
+	err := w.store.SetBuildState(ctx, id, store.BuildRunning, "")
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return river.JobCancel(err)
+	case errors.Is(err, store.ErrBuildFinished):
+		return nil // an earlier run finished it but stopped before its job completed
+	case err != nil:
+		return err
+	}
+
+	// Writes outlive a cancelled ctx: what happens while stopping must be recorded.
+	bg := context.WithoutCancel(ctx)
+	event := func(level, step, message string, progress int) {
+		e := store.BuildEvent{BuildID: id, Step: step, Level: level, Message: message, Progress: progress}
+		if _, err := w.store.AppendBuildEvent(bg, e); err != nil {
+			w.logger.Error("queue: recording a build event", "build_id", id, "error", err)
+		}
+	}
+	event(store.LevelInfo, "queue", fmt.Sprintf("build started (attempt %d)", job.Attempt), 0)
+	buildErr := w.run(ctx, id, func(step, message string) { event(store.LevelInfo, step, message, 0) })
+
+	var state store.BuildState
+	var reason string
+	switch {
+	case buildErr == nil:
+		state = store.BuildSucceeded
+		event(store.LevelInfo, "queue", "build succeeded", 100)
+	case errors.Is(context.Cause(ctx), river.ErrJobCancelledRemotely):
+		state, reason = store.BuildCanceled, "canceled"
+		event(store.LevelWarn, "queue", "build canceled", 0)
+	case errors.Is(ctx.Err(), context.Canceled):
+		// The client is stopping. Returning ctx's error makes River put the
+		// job back as available without counting the attempt.
+		event(store.LevelWarn, "queue", releasedReason, 0)
+		if err := w.store.SetBuildState(bg, id, store.BuildQueued, releasedReason); err != nil {
+			w.logger.Error("queue: releasing a build", "build_id", id, "error", err)
+		}
+		return fmt.Errorf("build %s released: %w", id, ctx.Err())
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		state, reason = store.BuildFailed, fmt.Sprintf("build did not finish within %s", buildTimeout)
+		event(store.LevelError, "queue", reason, 0)
+	default:
+		state, reason = store.BuildFailed, buildErr.Error()
+		event(store.LevelError, "queue", "build failed: "+reason, 0)
+	}
+	if err := w.store.SetBuildState(bg, id, state, reason); err != nil && !errors.Is(err, store.ErrBuildFinished) {
+		return err
+	}
+	return nil
+}
+
+// run calls the builder, turning a panic into the build's error: the build
+// fails instead of River retrying a job that would panic again.
+func (w *buildWorker) run(ctx context.Context, id string, log func(step, message string)) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			w.logger.Error("queue: builder panicked", "build_id", id, "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("builder panicked: %v", r)
+		}
+	}()
+	return w.builder.Build(ctx, id, log)
+}
+
+var _ river.Worker[buildArgs] = (*buildWorker)(nil)

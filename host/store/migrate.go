@@ -1,0 +1,131 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// A migration moves the schema one version forward. Each is written in SQL
+// frozen at its version, never as AutoMigrate of the current models: the
+// models change with later versions, and a database at version N must always
+// be migrated through exactly what version N+1 was.
+type migration func(tx *gorm.DB) error
+
+// migrations[i] takes the schema from version i to version i+1. Append only:
+// never edit or reorder a migration that has been released.
+var migrations = []migration{
+	migrate1,
+}
+
+// SchemaVersion returns the schema version this binary knows.
+func SchemaVersion() int { return len(migrations) }
+
+// TooNewError is returned by Open for a database migrated by a newer fedhost.
+type TooNewError struct {
+	Database, Known int
+}
+
+func (e *TooNewError) Error() string {
+	return fmt.Sprintf("database schema version %d is newer than this fedhost knows (version %d): run a newer fedhost or point --database at another database", e.Database, e.Known)
+}
+
+// migrate brings the schema to SchemaVersion(), one version per transaction.
+// Several processes may start at once on PostgreSQL; the caller serializes
+// them with an advisory lock, and on SQLite every transaction begins
+// IMMEDIATE, which takes the write lock before the version is read.
+func migrate(ctx context.Context, db *gorm.DB) error {
+	for {
+		done := false
+		err := db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+			if err := tx.Exec(`CREATE TABLE IF NOT EXISTS schema_version (
+				version integer PRIMARY KEY,
+				applied_at ` + timestampType(tx) + ` NOT NULL
+			)`).Error; err != nil {
+				return fmt.Errorf("creating schema_version: %w", err)
+			}
+			var version int
+			if err := tx.Raw(`SELECT COALESCE(MAX(version), 0) FROM schema_version`).Scan(&version).Error; err != nil {
+				return fmt.Errorf("reading the schema version: %w", err)
+			}
+			switch {
+			case version > len(migrations):
+				return &TooNewError{Database: version, Known: len(migrations)}
+			case version == len(migrations):
+				done = true
+				return nil
+			}
+			if err := migrations[version](tx); err != nil {
+				return fmt.Errorf("migrating the schema to version %d: %w", version+1, err)
+			}
+			return tx.Exec(`INSERT INTO schema_version (version, applied_at) VALUES (?, ?)`, version+1, now()).Error
+		})
+		if err != nil || done {
+			return err
+		}
+	}
+}
+
+func timestampType(tx *gorm.DB) string {
+	if tx.Dialector.Name() == "postgres" {
+		return "timestamptz"
+	}
+	// modernc.org/sqlite parses columns declared DATETIME back into time.Time.
+	return "datetime"
+}
+
+// execAll runs statements in order; {ts} stands for the dialect's timestamp type.
+func execAll(tx *gorm.DB, statements ...string) error {
+	for _, s := range statements {
+		if err := tx.Exec(strings.ReplaceAll(s, "{ts}", timestampType(tx))).Error; err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func migrate1(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE deployments (
+			id text PRIMARY KEY,
+			namespace text NOT NULL UNIQUE,
+			name text NOT NULL,
+			owner text NOT NULL,
+			domain text NOT NULL,
+			state text NOT NULL,
+			catalog_revision text NOT NULL,
+			config text NOT NULL,
+			created_at {ts} NOT NULL,
+			updated_at {ts} NOT NULL
+		)`,
+		`CREATE TABLE builds (
+			id text PRIMARY KEY,
+			deployment_id text NOT NULL REFERENCES deployments (id),
+			state text NOT NULL CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'canceled')),
+			reason text NOT NULL,
+			created_at {ts} NOT NULL,
+			started_at {ts},
+			finished_at {ts}
+		)`,
+		`CREATE INDEX builds_deployment_id ON builds (deployment_id, created_at)`,
+		`CREATE TABLE build_events (
+			build_id text NOT NULL REFERENCES builds (id),
+			seq integer NOT NULL,
+			time {ts} NOT NULL,
+			step text NOT NULL,
+			level text NOT NULL,
+			message text NOT NULL,
+			progress integer NOT NULL,
+			PRIMARY KEY (build_id, seq)
+		)`,
+	)
+}
+
+// now is the store's clock: UTC at the precision both databases keep, so a
+// value written and read back compares equal.
+func now() time.Time {
+	return time.Now().UTC().Truncate(time.Microsecond)
+}

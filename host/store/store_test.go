@@ -1,0 +1,216 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+
+	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// drivers runs test once on SQLite and once on PostgreSQL.
+func drivers(t *testing.T, test func(t *testing.T, cfg store.Config)) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		test(t, store.Config{Database: "sqlite", DataDir: t.TempDir()})
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		test(t, store.Config{Database: pgtest.DSN(t)})
+	})
+}
+
+func open(t *testing.T, cfg store.Config) *store.Store {
+	t.Helper()
+	st, err := store.Open(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, st.Close()) })
+	return st
+}
+
+func TestOpenMigratesAndReopens(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, cfg store.Config) {
+		ctx := context.Background()
+		st, err := store.Open(ctx, cfg)
+		require.NoError(t, err)
+		d, err := st.CreateDeployment(ctx, store.Deployment{Namespace: "acme", Name: "Acme", Config: "{}"})
+		require.NoError(t, err)
+		require.NoError(t, st.Close())
+
+		// Opening a migrated database again changes nothing and keeps the data.
+		st = open(t, cfg)
+		_, err = st.CreateBuild(ctx, d.ID)
+		require.NoError(t, err)
+		requireSchemaVersion(t, cfg, store.SchemaVersion())
+	})
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, cfg store.Config) {
+		ctx := context.Background()
+		st, err := store.Open(ctx, cfg)
+		require.NoError(t, err)
+		require.NoError(t, st.Close())
+
+		newer := store.SchemaVersion() + 4
+		execRaw(t, cfg, fmt.Sprintf("INSERT INTO schema_version (version, applied_at) VALUES (%d, CURRENT_TIMESTAMP)", newer))
+
+		_, err = store.Open(ctx, cfg)
+		var tooNew *store.TooNewError
+		require.ErrorAs(t, err, &tooNew)
+		require.ErrorContains(t, err, fmt.Sprintf("database schema version %d is newer than this fedhost knows (version %d)", newer, store.SchemaVersion()))
+	})
+}
+
+func TestOpenRefusesUnknownDatabase(t *testing.T) {
+	t.Parallel()
+	_, err := store.Open(context.Background(), store.Config{Database: "mysql://admin:hunter2@db/fedhost", DataDir: t.TempDir()})
+	require.EqualError(t, err, `database: unsupported value "mysql://admin:xxxxx@db/fedhost": use "sqlite" or a postgres:// DSN`)
+
+	_, err = store.Open(context.Background(), store.Config{Database: "sqlite"})
+	require.ErrorContains(t, err, "data_dir")
+}
+
+func TestDeploymentsBuildsAndEvents(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, cfg store.Config) {
+		ctx := context.Background()
+		st := open(t, cfg)
+
+		d, err := st.CreateDeployment(ctx, store.Deployment{
+			Namespace: "acme", Name: "Acme", Owner: "alice", Domain: "acme.example",
+			State: "active", CatalogRevision: "r1", Config: `{"apps":{}}`,
+		})
+		require.NoError(t, err)
+		require.NotEmpty(t, d.ID)
+		require.False(t, d.CreatedAt.IsZero())
+
+		_, err = st.CreateDeployment(ctx, store.Deployment{Namespace: "acme"})
+		require.ErrorIs(t, err, store.ErrConflict)
+		_, err = st.CreateDeployment(ctx, store.Deployment{Namespace: "Not_DNS"})
+		require.ErrorContains(t, err, `namespace "Not_DNS"`)
+
+		_, err = st.CreateBuild(ctx, "no-such-deployment")
+		require.ErrorIs(t, err, store.ErrNotFound)
+
+		b, err := st.CreateBuild(ctx, d.ID)
+		require.NoError(t, err)
+		got, err := st.GetBuild(ctx, b.ID)
+		require.NoError(t, err)
+		require.Equal(t, b, got)
+		require.Equal(t, store.BuildQueued, got.State)
+		require.Nil(t, got.StartedAt)
+
+		require.NoError(t, st.SetBuildState(ctx, b.ID, store.BuildRunning, ""))
+		got, err = st.GetBuild(ctx, b.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.BuildRunning, got.State)
+		require.NotNil(t, got.StartedAt)
+		require.Nil(t, got.FinishedAt)
+
+		first, err := st.AppendBuildEvent(ctx, store.BuildEvent{BuildID: b.ID, Step: "provision", Level: store.LevelInfo, Message: "database ready", Progress: 40})
+		require.NoError(t, err)
+		second, err := st.AppendBuildEvent(ctx, store.BuildEvent{BuildID: b.ID, Step: "render", Level: store.LevelWarn, Message: "slow", Progress: 80})
+		require.NoError(t, err)
+		require.Equal(t, 1, first.Seq)
+		require.Equal(t, 2, second.Seq)
+		_, err = st.AppendBuildEvent(ctx, store.BuildEvent{BuildID: "no-such-build", Message: "lost"})
+		require.ErrorIs(t, err, store.ErrNotFound)
+
+		events, err := st.BuildEvents(ctx, b.ID)
+		require.NoError(t, err)
+		require.Len(t, events, 2)
+		for i, want := range []store.BuildEvent{first, second} {
+			require.True(t, want.Time.Equal(events[i].Time), "event %d time", i)
+			events[i].Time = want.Time
+			require.Equal(t, want, events[i])
+		}
+
+		require.NoError(t, st.SetBuildState(ctx, b.ID, store.BuildFailed, "postgresql: quota exceeded"))
+		got, err = st.GetBuild(ctx, b.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.BuildFailed, got.State)
+		require.Equal(t, "postgresql: quota exceeded", got.Reason)
+		require.NotNil(t, got.FinishedAt)
+		require.False(t, got.FinishedAt.Before(*got.StartedAt))
+
+		// A final state is final.
+		err = st.SetBuildState(ctx, b.ID, store.BuildRunning, "")
+		require.ErrorIs(t, err, store.ErrBuildFinished)
+		_, err = st.GetBuild(ctx, "no-such-build")
+		require.ErrorIs(t, err, store.ErrNotFound)
+		require.ErrorIs(t, st.SetBuildState(ctx, "no-such-build", store.BuildRunning, ""), store.ErrNotFound)
+	})
+}
+
+func TestAppendBuildEventConcurrently(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, cfg store.Config) {
+		ctx := context.Background()
+		st := open(t, cfg)
+		d, err := st.CreateDeployment(ctx, store.Deployment{Namespace: "acme"})
+		require.NoError(t, err)
+		b, err := st.CreateBuild(ctx, d.ID)
+		require.NoError(t, err)
+
+		const n = 20
+		errs := make(chan error, n)
+		for i := range n {
+			go func() {
+				_, err := st.AppendBuildEvent(ctx, store.BuildEvent{BuildID: b.ID, Message: fmt.Sprint(i)})
+				errs <- err
+			}()
+		}
+		for range n {
+			require.NoError(t, <-errs)
+		}
+		events, err := st.BuildEvents(ctx, b.ID)
+		require.NoError(t, err)
+		require.Len(t, events, n)
+		for i, e := range events {
+			require.Equal(t, i+1, e.Seq)
+		}
+	})
+}
+
+// execRaw runs a statement on the database behind cfg, outside the store.
+func execRaw(t *testing.T, cfg store.Config, statement string) {
+	t.Helper()
+	db := rawDB(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := db.ExecContext(ctx, statement)
+	require.NoError(t, err)
+}
+
+func requireSchemaVersion(t *testing.T, cfg store.Config, want int) {
+	t.Helper()
+	var got, rows int
+	require.NoError(t, rawDB(t, cfg).QueryRow("SELECT MAX(version), COUNT(*) FROM schema_version").Scan(&got, &rows))
+	require.Equal(t, want, got)
+	require.Equal(t, want, rows, "one row per applied migration")
+}
+
+func rawDB(t *testing.T, cfg store.Config) *sql.DB {
+	t.Helper()
+	driver, dsn := "pgx", cfg.Database
+	if cfg.Database == "sqlite" {
+		driver, dsn = "sqlite", filepath.Join(cfg.DataDir, "fedhost.db")
+	}
+	db, err := sql.Open(driver, dsn)
+	require.NoError(t, err)
+	t.Cleanup(func() { db.Close() })
+	return db
+}
