@@ -38,8 +38,10 @@ test: build
 	cd sdk && $(GO) test -count=1 ./...
 	cd examples/hello && $(GO) test -count=1 ./...
 
-bench: build
-	cd sdk && $(GO) test -run '^$$' -bench . -benchtime 2000x -count 1 ./bench/
+# Side by side in one run: the sdk against a bare go-plugin echo (the floor) and in-process.
+bench:
+	cd sdk && $(GO) test -run '^$$' -bench Call -benchtime 2000x -count 1 ./bench/
+	cd sdk && $(GO) test -run '^$$' -bench Start -benchtime 100x -count 1 ./bench/
 
 proto:
 	@command -v protoc >/dev/null || { echo "protoc is missing: apt-get install protobuf-compiler"; exit 1; }

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"regexp"
+	"strings"
 )
 
 // ProtocolVersion is the version of the plugin contracts this sdk speaks. A host and a
@@ -57,19 +57,35 @@ type Description struct {
 	SettingsSchema json.RawMessage
 }
 
-var (
-	namePattern    = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-	versionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]+)?$`)
-)
+// validVersion reports whether v is MAJOR.MINOR.PATCH with an optional -pre or +build.
+func validVersion(v string) bool {
+	core := v
+	if i := strings.IndexAny(v, "-+"); i >= 0 {
+		if i == len(v)-1 {
+			return false
+		}
+		core = v[:i]
+	}
+	parts := strings.Split(core, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	for _, p := range parts {
+		if p == "" || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
+}
 
 // Validate checks the fields a host relies on. It names the first wrong field.
 func (d Description) Validate() error {
 	switch {
 	case !d.Kind.Valid():
 		return Invalid("kind", "unknown plugin kind %q: want resource, registrar or app", d.Kind)
-	case !namePattern.MatchString(d.Name):
+	case !dnsLabel(d.Name, 63):
 		return Invalid("name", "plugin name %q is not lower case letters, digits and dashes starting with a letter", d.Name)
-	case !versionPattern.MatchString(d.Version):
+	case !validVersion(d.Version):
 		return Invalid("version", "plugin version %q is not a semantic version such as 1.2.0", d.Version)
 	case d.Protocol < 1:
 		return Invalid("protocol", "protocol version %d is not a fedhost protocol version", d.Protocol)
@@ -94,17 +110,29 @@ type Configurer interface {
 	Configure(ctx context.Context, settings json.RawMessage) error
 }
 
-var (
-	tenantPattern   = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
-	instancePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,62}$`)
-)
-
 // ValidTenant reports whether s can be a tenant: a deployment's namespace, the prefix of
-// every object it owns on a shared server.
-func ValidTenant(s string) bool { return tenantPattern.MatchString(s) && s[len(s)-1] != '-' }
+// every object it owns on a shared server. Lower case letters, digits and dashes, at most
+// 32, starting with a letter and not ending with a dash.
+func ValidTenant(s string) bool { return dnsLabel(s, 32) }
 
-// ValidInstance reports whether s can name a resource within a deployment.
-func ValidInstance(s string) bool { return instancePattern.MatchString(s) && s[len(s)-1] != '-' }
+// ValidInstance reports whether s can name a resource within a deployment: as a tenant,
+// at most 63.
+func ValidInstance(s string) bool { return dnsLabel(s, 63) }
+
+// dnsLabel is a loop rather than a regexp: plugins check names on every call and compile
+// no regexp at start.
+func dnsLabel(s string, max int) bool {
+	if len(s) == 0 || len(s) > max || s[0] < 'a' || s[0] > 'z' || s[len(s)-1] == '-' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		c := s[i]
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
+			return false
+		}
+	}
+	return true
+}
 
 // DataDirEnv is the environment variable through which the host gives each plugin a
 // directory of its own for state (keys, managed servers); see DataDir.

@@ -9,10 +9,13 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/app"
+	"github.com/fedhost/fedhost/sdk/contract"
 	pb "github.com/fedhost/fedhost/sdk/internal/proto/fedhostv1"
+	"github.com/fedhost/fedhost/sdk/internal/schema"
 	"github.com/fedhost/fedhost/sdk/internal/wire"
 	"github.com/fedhost/fedhost/sdk/registrar"
 	"github.com/fedhost/fedhost/sdk/resource"
@@ -73,10 +76,20 @@ func ParseBinaryName(file string) (b Binary, ok bool) {
 	return Binary{Kind: sdk.Kind(m[1]), Name: m[2], Version: m[3]}, true
 }
 
+func init() {
+	wire.RequestValidator = func(typ string, spec []byte) error {
+		if !contract.Known(typ) {
+			return nil
+		}
+		return contract.ValidateRequest(typ, spec)
+	}
+}
+
 // Plugin is a started plugin process.
 type Plugin struct {
-	started *wire.Started
-	typed   any
+	started  *wire.Started
+	typed    any
+	settings *jsonschema.Schema
 }
 
 // Start runs the plugin binary at path, whose kind its file name gives, and returns when
@@ -102,7 +115,14 @@ func Start(ctx context.Context, path string, opts ...Option) (*Plugin, error) {
 		s.Client.Kill()
 		return nil, fmt.Errorf("plugin %s: the file is named for version %s but the plugin describes version %s", path, b.Version, s.Description.Version)
 	}
-	return &Plugin{started: s, typed: wire.Clients[b.Kind](s.Conn)}, nil
+	p := &Plugin{started: s, typed: wire.Clients[b.Kind](s.Conn)}
+	if raw := s.Description.SettingsSchema; len(raw) > 0 {
+		if p.settings, err = schema.Compile("settings.json", raw); err != nil {
+			s.Client.Kill()
+			return nil, fmt.Errorf("plugin %s: its settings schema: %w", path, err)
+		}
+	}
+	return p, nil
 }
 
 // Description is what the plugin said of itself at start.
@@ -111,6 +131,14 @@ func (p *Plugin) Description() sdk.Description { return p.started.Description }
 // Configure hands the plugin its settings (JSON); they are checked against its settings
 // schema first, and a wrong one is an *sdk.Error naming the field.
 func (p *Plugin) Configure(ctx context.Context, settings json.RawMessage) error {
+	if len(settings) == 0 {
+		settings = json.RawMessage("{}")
+	}
+	if p.settings != nil {
+		if err := schema.Validate(p.settings, "settings", settings); err != nil {
+			return err
+		}
+	}
 	_, err := pb.NewPluginClient(p.started.Conn).Configure(ctx, &pb.ConfigureRequest{Settings: settings})
 	return wire.FromStatus(err)
 }

@@ -114,8 +114,12 @@ func Resource(t *testing.T, path string, c ResourceCase) {
 	}
 
 	a := provision(t, tenantA, nil)
-	t.Cleanup(func() { _ = rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: tenantA, Instance: "main", Type: c.Type, Spec: c.Request}) })
-	t.Cleanup(func() { _ = rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: tenantB, Instance: "main", Type: c.Type, Spec: c.Request}) })
+	t.Cleanup(func() {
+		_ = rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: tenantA, Instance: "main", Type: c.Type, Spec: c.Request})
+	})
+	t.Cleanup(func() {
+		_ = rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: tenantB, Instance: "main", Type: c.Type, Spec: c.Request})
+	})
 
 	t.Run("result_follows_contract", func(t *testing.T) {
 		if !contract.Known(c.Type) {

@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"bytes"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/fedhost/fedhost/sdk"
-	"github.com/fedhost/fedhost/sdk/internal/wire"
+	"github.com/fedhost/fedhost/sdk/internal/schema"
 )
 
 // The resource types.
@@ -78,13 +77,7 @@ func compile() {
 				compileErr = err
 				return
 			}
-			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-			if err != nil {
-				compileErr = fmt.Errorf("schemas/%s.%s.json: %w", typ, part, err)
-				return
-			}
-			url := typ + "." + part + ".json"
-			if err := c.AddResource(url, doc); err != nil {
+			if err := schema.Add(c, typ+"."+part+".json", raw); err != nil {
 				compileErr = err
 				return
 			}
@@ -122,12 +115,5 @@ func validate(typ, part string, raw json.RawMessage) error {
 	if len(raw) == 0 {
 		raw = []byte("{}")
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return sdk.Invalid(part, "not JSON: %v", err)
-	}
-	if err := s.Validate(v); err != nil {
-		return wire.SchemaError(part, err)
-	}
-	return nil
+	return schema.Validate(s, part, raw)
 }

@@ -23,12 +23,18 @@ type Client struct {
 
 // Validate checks a request without changing anything.
 func (c *Client) Validate(ctx context.Context, typ string, spec json.RawMessage) error {
+	if err := validateRequest(typ, spec); err != nil {
+		return err
+	}
 	_, err := c.rpc.Validate(ctx, &pb.ValidateRequest{Type: typ, Spec: spec})
 	return wire.FromStatus(err)
 }
 
 // Provision creates or reconciles a resource.
 func (c *Client) Provision(ctx context.Context, req Request) (Result, error) {
+	if err := validateRequest(req.Type, req.Spec); err != nil {
+		return Result{}, err
+	}
 	r, err := c.rpc.Provision(ctx, &pb.ProvisionRequest{Tenant: req.Tenant, Instance: req.Instance, Type: req.Type, Spec: req.Spec, Secrets: req.Secrets})
 	if err != nil {
 		return Result{}, wire.FromStatus(err)
@@ -58,6 +64,13 @@ func (c *Client) Reveal(ctx context.Context, tenant, instance, reference string)
 		return nil, wire.FromStatus(err)
 	}
 	return r.GetValue(), nil
+}
+
+func validateRequest(typ string, spec []byte) error {
+	if wire.RequestValidator == nil {
+		return nil
+	}
+	return wire.RequestValidator(typ, spec)
 }
 
 var (

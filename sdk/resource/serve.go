@@ -8,7 +8,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/fedhost/fedhost/sdk"
-	"github.com/fedhost/fedhost/sdk/contract"
 	pb "github.com/fedhost/fedhost/sdk/internal/proto/fedhostv1"
 	"github.com/fedhost/fedhost/sdk/internal/wire"
 )
@@ -55,19 +54,8 @@ func (s *server) checkType(typ string) error {
 	return nil
 }
 
-// checkSpec validates a request against its type's contract before the provider sees it.
-func checkSpec(typ string, spec []byte) error {
-	if !contract.Known(typ) {
-		return nil
-	}
-	return contract.ValidateRequest(typ, spec)
-}
-
 func (s *server) Validate(ctx context.Context, req *pb.ValidateRequest) (*pb.ValidateResponse, error) {
 	if err := s.checkType(req.GetType()); err != nil {
-		return nil, wire.ToStatus(err)
-	}
-	if err := checkSpec(req.GetType(), req.GetSpec()); err != nil {
 		return nil, wire.ToStatus(err)
 	}
 	if v, ok := s.p.(Validator); ok {
@@ -80,9 +68,6 @@ func (s *server) Validate(ctx context.Context, req *pb.ValidateRequest) (*pb.Val
 
 func (s *server) Provision(ctx context.Context, req *pb.ProvisionRequest) (*pb.ProvisionResponse, error) {
 	if err := s.check(req.GetTenant(), req.GetInstance(), req.GetType()); err != nil {
-		return nil, wire.ToStatus(err)
-	}
-	if err := checkSpec(req.GetType(), req.GetSpec()); err != nil {
 		return nil, wire.ToStatus(err)
 	}
 	res, err := s.p.Provision(ctx, Request{

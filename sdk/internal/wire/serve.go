@@ -1,7 +1,6 @@
 package wire
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,9 +9,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 	"google.golang.org/grpc"
 
 	"github.com/fedhost/fedhost/sdk"
@@ -47,14 +43,10 @@ func ServeKind(desc sdk.Description, configure func(context.Context, json.RawMes
 	if err := desc.Validate(); err != nil {
 		fail(fmt.Errorf("invalid description: %w", err))
 	}
-	settings, err := compileSettingsSchema(desc.SettingsSchema)
-	if err != nil {
-		fail(err)
-	}
 	if cfg.ParentCheckInterval > 0 {
 		go watchParent(cfg.ParentCheckInterval, cfg.Logger)
 	}
-	ps := &pluginServer{desc: desc, configure: configure, settings: settings}
+	ps := &pluginServer{desc: desc, configure: configure}
 	plugin.Serve(&plugin.ServeConfig{
 		HandshakeConfig: Handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{
@@ -83,30 +75,10 @@ func watchParent(every time.Duration, log hclog.Logger) {
 	}
 }
 
-func compileSettingsSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
-	if len(raw) == 0 {
-		return nil, nil
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("settings schema is not JSON: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("settings.json", doc); err != nil {
-		return nil, fmt.Errorf("settings schema: %w", err)
-	}
-	s, err := c.Compile("settings.json")
-	if err != nil {
-		return nil, fmt.Errorf("settings schema is not a valid JSON Schema: %w", err)
-	}
-	return s, nil
-}
-
 type pluginServer struct {
 	pb.UnimplementedPluginServer
 	desc      sdk.Description
 	configure func(context.Context, json.RawMessage) error
-	settings  *jsonschema.Schema
 }
 
 func (s *pluginServer) Describe(context.Context, *pb.DescribeRequest) (*pb.DescribeResponse, error) {
@@ -118,57 +90,14 @@ func (s *pluginServer) Configure(ctx context.Context, req *pb.ConfigureRequest) 
 	if len(raw) == 0 {
 		raw = []byte("{}")
 	}
-	if s.settings != nil {
-		v, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-		if err != nil {
-			return nil, ToStatus(sdk.Invalid("settings", "settings are not JSON: %v", err))
-		}
-		if err := s.settings.Validate(v); err != nil {
-			return nil, ToStatus(SchemaError("settings", err))
-		}
+	// The host checked the settings against the settings schema (sdk/client).
+	if !json.Valid(raw) {
+		return nil, ToStatus(sdk.Invalid("settings", "settings are not JSON"))
 	}
 	if s.configure == nil {
 		return &pb.ConfigureResponse{}, nil
 	}
 	return &pb.ConfigureResponse{}, ToStatus(s.configure(ctx, raw))
-}
-
-var english = message.NewPrinter(language.English)
-
-// SchemaError turns a validation error into CodeInvalid naming the JSON pointer of the
-// first failing value below prefix. It gives the schema's complaint, never the value.
-func SchemaError(prefix string, err error) *sdk.Error {
-	verr, ok := err.(*jsonschema.ValidationError)
-	if !ok {
-		return sdk.Invalid(prefix, "%v", err)
-	}
-	leaf := deepest(verr)
-	field := prefix
-	for _, tok := range leaf.InstanceLocation {
-		field += "/" + tok
-	}
-	return sdk.Invalid(field, "%s", leaf.ErrorKind.LocalizedString(english))
-}
-
-// deepest returns the error with the longest instance location, the most precise place
-// to point at, descended to its first leaf for the message.
-func deepest(e *jsonschema.ValidationError) *jsonschema.ValidationError {
-	best := e
-	var walk func(*jsonschema.ValidationError)
-	walk = func(n *jsonschema.ValidationError) {
-		if len(n.InstanceLocation) > len(best.InstanceLocation) {
-			best = n
-		}
-		for _, c := range n.Causes {
-			walk(c)
-		}
-	}
-	walk(e)
-	loc := best.InstanceLocation
-	for len(best.Causes) > 0 {
-		best = best.Causes[0]
-	}
-	return &jsonschema.ValidationError{InstanceLocation: loc, ErrorKind: best.ErrorKind}
 }
 
 // DescriptionToProto converts a description for the wire.

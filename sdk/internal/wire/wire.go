@@ -45,3 +45,8 @@ var _ plugin.GRPCPlugin = (*GRPCPlugin)(nil)
 // registers its own in init, so the client package can hand out typed clients without
 // exposing gRPC.
 var Clients = map[sdk.Kind]func(grpc.ClientConnInterface) any{}
+
+// RequestValidator checks a resource request against its type's contract before a client
+// sends it. The client package sets it; plugins leave it nil and so never link the JSON
+// Schema library.
+var RequestValidator func(typ string, spec []byte) error

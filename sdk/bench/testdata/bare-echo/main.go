@@ -1,5 +1,7 @@
 // Command bare-echo is the floor of the benchmarks: a go-plugin gRPC plugin with the
-// fedhost handshake values and one Echo service, and nothing of the SDK.
+// fedhost handshake values and one Echo service, and nothing of the SDK. It does not import
+// sdk/internal/wire for the handshake, as that would link (and initialise) the SDK's
+// dependencies too; the host side uses wire.Handshake, so a drift fails the handshake.
 package main
 
 import (
@@ -11,8 +13,14 @@ import (
 	"google.golang.org/grpc"
 
 	pb "github.com/fedhost/fedhost/sdk/internal/proto/benchv1"
-	"github.com/fedhost/fedhost/sdk/internal/wire"
 )
+
+// handshake has the values of sdk/internal/wire.Handshake.
+var handshake = plugin.HandshakeConfig{
+	ProtocolVersion:  1,
+	MagicCookieKey:   "FEDHOST_PLUGIN",
+	MagicCookieValue: "b6f3c1a4e2d84f0f9b7a5c3e1d2f4a6b",
+}
 
 type echoServer struct{ pb.UnimplementedEchoServer }
 
@@ -33,7 +41,7 @@ func (echoPlugin) GRPCClient(_ context.Context, _ *plugin.GRPCBroker, cc *grpc.C
 
 func main() {
 	plugin.Serve(&plugin.ServeConfig{
-		HandshakeConfig:  wire.Handshake,
+		HandshakeConfig:  handshake,
 		VersionedPlugins: map[int]plugin.PluginSet{1: {"echo": echoPlugin{}}},
 		GRPCServer:       plugin.DefaultGRPCServer,
 		// The level the SDK's plugins log at by default (go-plugin's own default is Trace).
