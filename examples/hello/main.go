@@ -53,9 +53,9 @@ func (h *hello) Schema(context.Context) (app.Schema, error) {
 	return app.Schema{JSON: json.RawMessage(schema)}, nil
 }
 
-func (h *hello) Requests(_ context.Context, _ string, raw json.RawMessage) ([]app.ResourceRequest, error) {
+func (h *hello) Requests(_ context.Context, req app.RequestsRequest) ([]app.ResourceRequest, error) {
 	var c config
-	if err := json.Unmarshal(raw, &c); err != nil {
+	if err := json.Unmarshal(req.Config, &c); err != nil {
 		return nil, sdk.Invalid("", "configuration is not an object: %v", err)
 	}
 	return []app.ResourceRequest{{
@@ -65,7 +65,7 @@ func (h *hello) Requests(_ context.Context, _ string, raw json.RawMessage) ([]ap
 	}}, nil
 }
 
-func (h *hello) Render(_ context.Context, req app.RenderRequest) ([]json.RawMessage, error) {
+func (h *hello) Render(_ context.Context, req app.RenderRequest) ([]app.Node, error) {
 	var c config
 	if err := json.Unmarshal(req.Config, &c); err != nil {
 		return nil, sdk.Invalid("", "configuration is not an object: %v", err)
@@ -73,17 +73,16 @@ func (h *hello) Render(_ context.Context, req app.RenderRequest) ([]json.RawMess
 	if _, ok := req.Results["admin-password"]; !ok {
 		return nil, sdk.Invalid("results/admin-password", "the admin password secret is missing")
 	}
-	node, err := json.Marshal(map[string]any{
-		"name":     "web",
+	spec, err := json.Marshal(map[string]any{
 		"artifact": map[string]any{"image": h.image},
-		"env":      map[string]string{"GREETING": c.Greeting},
-		"ports":    []map[string]any{{"name": "http", "port": 8080}},
-		"health":   map[string]any{"http": "/"},
+		"env":      map[string]string{"GREETING": c.Greeting, "LISTEN": "${host}:${port:http}"},
+		"ports":    []map[string]any{{"name": "http", "protocol": "http"}},
+		"health":   map[string]any{"port": "http", "http_path": "/"},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("rendering the node: %w", err)
 	}
-	return []json.RawMessage{node}, nil
+	return []app.Node{{Name: "web", Spec: spec}}, nil
 }
 
 func main() {

@@ -24,12 +24,31 @@ type ResourceRequest struct {
 	DependsOn []string
 }
 
+// RequestsRequest gives an app the configuration it is asked about.
+type RequestsRequest struct {
+	// Tenant is the deployment's namespace.
+	Tenant string
+	// Domain is the deployment's domain, e.g. for redirect URIs and DNS records.
+	Domain string
+	// Config is the app's own options, valid against its schema.
+	Config json.RawMessage
+}
+
 // RenderRequest gives an app its configuration and the results of its requests.
 type RenderRequest struct {
 	Tenant string
+	Domain string
 	Config json.RawMessage
-	// Results maps each request's Name to its result JSON.
+	// Results maps each request's Name to its result JSON. Every SecretRef in a result
+	// names a reference the instance provider can resolve (${secret:REF} in node files).
 	Results map[string]json.RawMessage
+}
+
+// Node is one process or container of an app: Name (DNS-safe, unique within the app)
+// and Spec, an instance request (contract.InstanceRequest as JSON).
+type Node struct {
+	Name string
+	Spec json.RawMessage
 }
 
 // App declares one application.
@@ -37,10 +56,9 @@ type App interface {
 	// Schema returns the app's options.
 	Schema(ctx context.Context) (Schema, error)
 	// Requests returns the resources a valid configuration needs.
-	Requests(ctx context.Context, tenant string, config json.RawMessage) ([]ResourceRequest, error)
-	// Render returns the nodes that run the app: instance requests, JSON following the
-	// instance request schema.
-	Render(ctx context.Context, req RenderRequest) ([]json.RawMessage, error)
+	Requests(ctx context.Context, req RequestsRequest) ([]ResourceRequest, error)
+	// Render returns the nodes that run the app.
+	Render(ctx context.Context, req RenderRequest) ([]Node, error)
 }
 
 // Rename moves an option: a stored configuration's value at From (a JSON pointer) moves to

@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"encoding/json"
 
 	"google.golang.org/grpc"
 
@@ -31,8 +30,8 @@ func (c *Client) Schema(ctx context.Context) (Schema, error) {
 }
 
 // Requests returns the resources a configuration needs.
-func (c *Client) Requests(ctx context.Context, tenant string, config json.RawMessage) ([]ResourceRequest, error) {
-	r, err := c.rpc.Requests(ctx, &pb.RequestsRequest{Tenant: tenant, Config: config})
+func (c *Client) Requests(ctx context.Context, req RequestsRequest) ([]ResourceRequest, error) {
+	r, err := c.rpc.Requests(ctx, &pb.RequestsRequest{Tenant: req.Tenant, Domain: req.Domain, Config: req.Config})
 	if err != nil {
 		return nil, wire.FromStatus(err)
 	}
@@ -44,18 +43,18 @@ func (c *Client) Requests(ctx context.Context, tenant string, config json.RawMes
 }
 
 // Render returns the nodes that run the app.
-func (c *Client) Render(ctx context.Context, req RenderRequest) ([]json.RawMessage, error) {
+func (c *Client) Render(ctx context.Context, req RenderRequest) ([]Node, error) {
 	results := make(map[string][]byte, len(req.Results))
 	for k, v := range req.Results {
 		results[k] = v
 	}
-	r, err := c.rpc.Render(ctx, &pb.RenderRequest{Tenant: req.Tenant, Config: req.Config, Results: results})
+	r, err := c.rpc.Render(ctx, &pb.RenderRequest{Tenant: req.Tenant, Domain: req.Domain, Config: req.Config, Results: results})
 	if err != nil {
 		return nil, wire.FromStatus(err)
 	}
-	out := make([]json.RawMessage, len(r.GetNodes()))
+	out := make([]Node, len(r.GetNodes()))
 	for i, n := range r.GetNodes() {
-		out[i] = n
+		out[i] = Node{Name: n.GetName(), Spec: n.GetSpec()}
 	}
 	return out, nil
 }

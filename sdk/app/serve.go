@@ -44,7 +44,7 @@ func (s *server) Requests(ctx context.Context, req *pb.RequestsRequest) (*pb.Req
 	if !sdk.ValidTenant(req.GetTenant()) {
 		return nil, wire.ToStatus(sdk.Invalid("tenant", "tenant %q is not DNS-safe", req.GetTenant()))
 	}
-	reqs, err := s.a.Requests(ctx, req.GetTenant(), req.GetConfig())
+	reqs, err := s.a.Requests(ctx, RequestsRequest{Tenant: req.GetTenant(), Domain: req.GetDomain(), Config: req.GetConfig()})
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
@@ -60,13 +60,13 @@ func (s *server) Render(ctx context.Context, req *pb.RenderRequest) (*pb.RenderR
 	for k, v := range req.GetResults() {
 		results[k] = v
 	}
-	nodes, err := s.a.Render(ctx, RenderRequest{Tenant: req.GetTenant(), Config: req.GetConfig(), Results: results})
+	nodes, err := s.a.Render(ctx, RenderRequest{Tenant: req.GetTenant(), Domain: req.GetDomain(), Config: req.GetConfig(), Results: results})
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
-	out := make([][]byte, len(nodes))
+	out := make([]*pb.Node, len(nodes))
 	for i, n := range nodes {
-		out[i] = n
+		out[i] = &pb.Node{Name: n.Name, Spec: n.Spec}
 	}
 	return &pb.RenderResponse{Nodes: out}, nil
 }

@@ -202,8 +202,10 @@ type OIDCResult struct {
 type InstanceRequest struct {
 	Artifact Artifact `json:"artifact"`
 	Args     []string `json:"args,omitempty"`
-	// Env values may hold ${port:NAME} (the allocated address's port), ${host} (the
-	// address to listen on) and ${file:NAME} (the path of a file below).
+	// Env values and args may hold ${host} (the address to listen on), ${port:NAME} (the
+	// port allocated for a port below), ${url:NAME} (the URL at which people reach that
+	// port: the provider knows whether a proxy with TLS stands in front) and ${file:NAME}
+	// (the absolute path of a file below).
 	Env map[string]string `json:"env,omitempty"`
 	// Files are written 0600 in the node's working dir before it starts.
 	Files   map[string]InstanceFile `json:"files,omitempty"`

@@ -1891,6 +1891,7 @@ type RequestsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	Config        []byte                 `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
+	Domain        string                 `protobuf:"bytes,3,opt,name=domain,proto3" json:"domain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1937,6 +1938,13 @@ func (x *RequestsRequest) GetConfig() []byte {
 		return x.Config
 	}
 	return nil
+}
+
+func (x *RequestsRequest) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
 }
 
 type ResourceRequest struct {
@@ -2056,6 +2064,7 @@ type RenderRequest struct {
 	Tenant        string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
 	Config        []byte                 `protobuf:"bytes,2,opt,name=config,proto3" json:"config,omitempty"`
 	Results       map[string][]byte      `protobuf:"bytes,3,rep,name=results,proto3" json:"results,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Domain        string                 `protobuf:"bytes,4,opt,name=domain,proto3" json:"domain,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2111,16 +2120,75 @@ func (x *RenderRequest) GetResults() map[string][]byte {
 	return nil
 }
 
+func (x *RenderRequest) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+type Node struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Spec          []byte                 `protobuf:"bytes,2,opt,name=spec,proto3" json:"spec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Node) Reset() {
+	*x = Node{}
+	mi := &file_fedhost_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Node) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Node) ProtoMessage() {}
+
+func (x *Node) ProtoReflect() protoreflect.Message {
+	mi := &file_fedhost_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Node.ProtoReflect.Descriptor instead.
+func (*Node) Descriptor() ([]byte, []int) {
+	return file_fedhost_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Node) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Node) GetSpec() []byte {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
 type RenderResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
-	Nodes         [][]byte               `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes         []*Node                `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RenderResponse) Reset() {
 	*x = RenderResponse{}
-	mi := &file_fedhost_proto_msgTypes[38]
+	mi := &file_fedhost_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2132,7 +2200,7 @@ func (x *RenderResponse) String() string {
 func (*RenderResponse) ProtoMessage() {}
 
 func (x *RenderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[38]
+	mi := &file_fedhost_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2145,10 +2213,10 @@ func (x *RenderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenderResponse.ProtoReflect.Descriptor instead.
 func (*RenderResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{38}
+	return file_fedhost_proto_rawDescGZIP(), []int{39}
 }
 
-func (x *RenderResponse) GetNodes() [][]byte {
+func (x *RenderResponse) GetNodes() []*Node {
 	if x != nil {
 		return x.Nodes
 	}
@@ -2163,7 +2231,7 @@ type RenamesRequest struct {
 
 func (x *RenamesRequest) Reset() {
 	*x = RenamesRequest{}
-	mi := &file_fedhost_proto_msgTypes[39]
+	mi := &file_fedhost_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2175,7 +2243,7 @@ func (x *RenamesRequest) String() string {
 func (*RenamesRequest) ProtoMessage() {}
 
 func (x *RenamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[39]
+	mi := &file_fedhost_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2188,7 +2256,7 @@ func (x *RenamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenamesRequest.ProtoReflect.Descriptor instead.
 func (*RenamesRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{39}
+	return file_fedhost_proto_rawDescGZIP(), []int{40}
 }
 
 type Rename struct {
@@ -2202,7 +2270,7 @@ type Rename struct {
 
 func (x *Rename) Reset() {
 	*x = Rename{}
-	mi := &file_fedhost_proto_msgTypes[40]
+	mi := &file_fedhost_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +2282,7 @@ func (x *Rename) String() string {
 func (*Rename) ProtoMessage() {}
 
 func (x *Rename) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[40]
+	mi := &file_fedhost_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +2295,7 @@ func (x *Rename) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rename.ProtoReflect.Descriptor instead.
 func (*Rename) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{40}
+	return file_fedhost_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Rename) GetFrom() string {
@@ -2260,7 +2328,7 @@ type RenamesResponse struct {
 
 func (x *RenamesResponse) Reset() {
 	*x = RenamesResponse{}
-	mi := &file_fedhost_proto_msgTypes[41]
+	mi := &file_fedhost_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2340,7 @@ func (x *RenamesResponse) String() string {
 func (*RenamesResponse) ProtoMessage() {}
 
 func (x *RenamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[41]
+	mi := &file_fedhost_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2353,7 @@ func (x *RenamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenamesResponse.ProtoReflect.Descriptor instead.
 func (*RenamesResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{41}
+	return file_fedhost_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RenamesResponse) GetRenames() []*Rename {
@@ -2303,7 +2371,7 @@ type OperationsRequest struct {
 
 func (x *OperationsRequest) Reset() {
 	*x = OperationsRequest{}
-	mi := &file_fedhost_proto_msgTypes[42]
+	mi := &file_fedhost_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2315,7 +2383,7 @@ func (x *OperationsRequest) String() string {
 func (*OperationsRequest) ProtoMessage() {}
 
 func (x *OperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[42]
+	mi := &file_fedhost_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2328,7 +2396,7 @@ func (x *OperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsRequest.ProtoReflect.Descriptor instead.
 func (*OperationsRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{42}
+	return file_fedhost_proto_rawDescGZIP(), []int{43}
 }
 
 type Operation struct {
@@ -2342,7 +2410,7 @@ type Operation struct {
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_fedhost_proto_msgTypes[43]
+	mi := &file_fedhost_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2354,7 +2422,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[43]
+	mi := &file_fedhost_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2367,7 +2435,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{43}
+	return file_fedhost_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Operation) GetName() string {
@@ -2400,7 +2468,7 @@ type OperationsResponse struct {
 
 func (x *OperationsResponse) Reset() {
 	*x = OperationsResponse{}
-	mi := &file_fedhost_proto_msgTypes[44]
+	mi := &file_fedhost_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2480,7 @@ func (x *OperationsResponse) String() string {
 func (*OperationsResponse) ProtoMessage() {}
 
 func (x *OperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[44]
+	mi := &file_fedhost_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2493,7 @@ func (x *OperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsResponse.ProtoReflect.Descriptor instead.
 func (*OperationsResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{44}
+	return file_fedhost_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *OperationsResponse) GetOperations() []*Operation {
@@ -2443,7 +2511,7 @@ type VersionGuardRequest struct {
 
 func (x *VersionGuardRequest) Reset() {
 	*x = VersionGuardRequest{}
-	mi := &file_fedhost_proto_msgTypes[45]
+	mi := &file_fedhost_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2455,7 +2523,7 @@ func (x *VersionGuardRequest) String() string {
 func (*VersionGuardRequest) ProtoMessage() {}
 
 func (x *VersionGuardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[45]
+	mi := &file_fedhost_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2468,7 +2536,7 @@ func (x *VersionGuardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionGuardRequest.ProtoReflect.Descriptor instead.
 func (*VersionGuardRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{45}
+	return file_fedhost_proto_rawDescGZIP(), []int{46}
 }
 
 type VersionGuardResponse struct {
@@ -2482,7 +2550,7 @@ type VersionGuardResponse struct {
 
 func (x *VersionGuardResponse) Reset() {
 	*x = VersionGuardResponse{}
-	mi := &file_fedhost_proto_msgTypes[46]
+	mi := &file_fedhost_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2494,7 +2562,7 @@ func (x *VersionGuardResponse) String() string {
 func (*VersionGuardResponse) ProtoMessage() {}
 
 func (x *VersionGuardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[46]
+	mi := &file_fedhost_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2507,7 +2575,7 @@ func (x *VersionGuardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionGuardResponse.ProtoReflect.Descriptor instead.
 func (*VersionGuardResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{46}
+	return file_fedhost_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *VersionGuardResponse) GetVersion() string {
@@ -2539,7 +2607,7 @@ type RoleGroupsRequest struct {
 
 func (x *RoleGroupsRequest) Reset() {
 	*x = RoleGroupsRequest{}
-	mi := &file_fedhost_proto_msgTypes[47]
+	mi := &file_fedhost_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2551,7 +2619,7 @@ func (x *RoleGroupsRequest) String() string {
 func (*RoleGroupsRequest) ProtoMessage() {}
 
 func (x *RoleGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[47]
+	mi := &file_fedhost_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2564,7 +2632,7 @@ func (x *RoleGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGroupsRequest.ProtoReflect.Descriptor instead.
 func (*RoleGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{47}
+	return file_fedhost_proto_rawDescGZIP(), []int{48}
 }
 
 type RoleGroup struct {
@@ -2578,7 +2646,7 @@ type RoleGroup struct {
 
 func (x *RoleGroup) Reset() {
 	*x = RoleGroup{}
-	mi := &file_fedhost_proto_msgTypes[48]
+	mi := &file_fedhost_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2590,7 +2658,7 @@ func (x *RoleGroup) String() string {
 func (*RoleGroup) ProtoMessage() {}
 
 func (x *RoleGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[48]
+	mi := &file_fedhost_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2603,7 +2671,7 @@ func (x *RoleGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGroup.ProtoReflect.Descriptor instead.
 func (*RoleGroup) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{48}
+	return file_fedhost_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *RoleGroup) GetName() string {
@@ -2636,7 +2704,7 @@ type RoleGroupsResponse struct {
 
 func (x *RoleGroupsResponse) Reset() {
 	*x = RoleGroupsResponse{}
-	mi := &file_fedhost_proto_msgTypes[49]
+	mi := &file_fedhost_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +2716,7 @@ func (x *RoleGroupsResponse) String() string {
 func (*RoleGroupsResponse) ProtoMessage() {}
 
 func (x *RoleGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[49]
+	mi := &file_fedhost_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +2729,7 @@ func (x *RoleGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGroupsResponse.ProtoReflect.Descriptor instead.
 func (*RoleGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{49}
+	return file_fedhost_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RoleGroupsResponse) GetGroups() []*RoleGroup {
@@ -2796,10 +2864,11 @@ const file_fedhost_proto_rawDesc = "" +
 	"\x0eSchemaResponse\x12\x16\n" +
 	"\x06schema\x18\x01 \x01(\fR\x06schema\x12\x12\n" +
 	"\x04icon\x18\x02 \x01(\fR\x04icon\x12&\n" +
-	"\x0ficon_media_type\x18\x03 \x01(\tR\riconMediaType\"A\n" +
+	"\x0ficon_media_type\x18\x03 \x01(\tR\riconMediaType\"Y\n" +
 	"\x0fRequestsRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x16\n" +
-	"\x06config\x18\x02 \x01(\fR\x06config\"l\n" +
+	"\x06config\x18\x02 \x01(\fR\x06config\x12\x16\n" +
+	"\x06domain\x18\x03 \x01(\tR\x06domain\"l\n" +
 	"\x0fResourceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x12\n" +
@@ -2807,16 +2876,20 @@ const file_fedhost_proto_rawDesc = "" +
 	"\n" +
 	"depends_on\x18\x04 \x03(\tR\tdependsOn\"K\n" +
 	"\x10RequestsResponse\x127\n" +
-	"\brequests\x18\x01 \x03(\v2\x1b.fedhost.v1.ResourceRequestR\brequests\"\xbd\x01\n" +
+	"\brequests\x18\x01 \x03(\v2\x1b.fedhost.v1.ResourceRequestR\brequests\"\xd5\x01\n" +
 	"\rRenderRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x16\n" +
 	"\x06config\x18\x02 \x01(\fR\x06config\x12@\n" +
-	"\aresults\x18\x03 \x03(\v2&.fedhost.v1.RenderRequest.ResultsEntryR\aresults\x1a:\n" +
+	"\aresults\x18\x03 \x03(\v2&.fedhost.v1.RenderRequest.ResultsEntryR\aresults\x12\x16\n" +
+	"\x06domain\x18\x04 \x01(\tR\x06domain\x1a:\n" +
 	"\fResultsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"&\n" +
-	"\x0eRenderResponse\x12\x14\n" +
-	"\x05nodes\x18\x01 \x03(\fR\x05nodes\"\x10\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\".\n" +
+	"\x04Node\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04spec\x18\x02 \x01(\fR\x04spec\"8\n" +
+	"\x0eRenderResponse\x12&\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x10.fedhost.v1.NodeR\x05nodes\"\x10\n" +
 	"\x0eRenamesRequest\"B\n" +
 	"\x06Rename\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
@@ -2893,7 +2966,7 @@ func file_fedhost_proto_rawDescGZIP() []byte {
 	return file_fedhost_proto_rawDescData
 }
 
-var file_fedhost_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_fedhost_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_fedhost_proto_goTypes = []any{
 	(*DescribeRequest)(nil),       // 0: fedhost.v1.DescribeRequest
 	(*DescribeResponse)(nil),      // 1: fedhost.v1.DescribeResponse
@@ -2933,92 +3006,94 @@ var file_fedhost_proto_goTypes = []any{
 	(*ResourceRequest)(nil),       // 35: fedhost.v1.ResourceRequest
 	(*RequestsResponse)(nil),      // 36: fedhost.v1.RequestsResponse
 	(*RenderRequest)(nil),         // 37: fedhost.v1.RenderRequest
-	(*RenderResponse)(nil),        // 38: fedhost.v1.RenderResponse
-	(*RenamesRequest)(nil),        // 39: fedhost.v1.RenamesRequest
-	(*Rename)(nil),                // 40: fedhost.v1.Rename
-	(*RenamesResponse)(nil),       // 41: fedhost.v1.RenamesResponse
-	(*OperationsRequest)(nil),     // 42: fedhost.v1.OperationsRequest
-	(*Operation)(nil),             // 43: fedhost.v1.Operation
-	(*OperationsResponse)(nil),    // 44: fedhost.v1.OperationsResponse
-	(*VersionGuardRequest)(nil),   // 45: fedhost.v1.VersionGuardRequest
-	(*VersionGuardResponse)(nil),  // 46: fedhost.v1.VersionGuardResponse
-	(*RoleGroupsRequest)(nil),     // 47: fedhost.v1.RoleGroupsRequest
-	(*RoleGroup)(nil),             // 48: fedhost.v1.RoleGroup
-	(*RoleGroupsResponse)(nil),    // 49: fedhost.v1.RoleGroupsResponse
-	nil,                           // 50: fedhost.v1.ProvisionRequest.SecretsEntry
-	nil,                           // 51: fedhost.v1.ProvisionResponse.SecretsEntry
-	nil,                           // 52: fedhost.v1.RenderRequest.ResultsEntry
+	(*Node)(nil),                  // 38: fedhost.v1.Node
+	(*RenderResponse)(nil),        // 39: fedhost.v1.RenderResponse
+	(*RenamesRequest)(nil),        // 40: fedhost.v1.RenamesRequest
+	(*Rename)(nil),                // 41: fedhost.v1.Rename
+	(*RenamesResponse)(nil),       // 42: fedhost.v1.RenamesResponse
+	(*OperationsRequest)(nil),     // 43: fedhost.v1.OperationsRequest
+	(*Operation)(nil),             // 44: fedhost.v1.Operation
+	(*OperationsResponse)(nil),    // 45: fedhost.v1.OperationsResponse
+	(*VersionGuardRequest)(nil),   // 46: fedhost.v1.VersionGuardRequest
+	(*VersionGuardResponse)(nil),  // 47: fedhost.v1.VersionGuardResponse
+	(*RoleGroupsRequest)(nil),     // 48: fedhost.v1.RoleGroupsRequest
+	(*RoleGroup)(nil),             // 49: fedhost.v1.RoleGroup
+	(*RoleGroupsResponse)(nil),    // 50: fedhost.v1.RoleGroupsResponse
+	nil,                           // 51: fedhost.v1.ProvisionRequest.SecretsEntry
+	nil,                           // 52: fedhost.v1.ProvisionResponse.SecretsEntry
+	nil,                           // 53: fedhost.v1.RenderRequest.ResultsEntry
 }
 var file_fedhost_proto_depIdxs = []int32{
-	50, // 0: fedhost.v1.ProvisionRequest.secrets:type_name -> fedhost.v1.ProvisionRequest.SecretsEntry
-	51, // 1: fedhost.v1.ProvisionResponse.secrets:type_name -> fedhost.v1.ProvisionResponse.SecretsEntry
+	51, // 0: fedhost.v1.ProvisionRequest.secrets:type_name -> fedhost.v1.ProvisionRequest.SecretsEntry
+	52, // 1: fedhost.v1.ProvisionResponse.secrets:type_name -> fedhost.v1.ProvisionResponse.SecretsEntry
 	23, // 2: fedhost.v1.DomainResponse.domain:type_name -> fedhost.v1.Domain
 	23, // 3: fedhost.v1.SnapshotResponse.domains:type_name -> fedhost.v1.Domain
 	27, // 4: fedhost.v1.ListContactsResponse.contacts:type_name -> fedhost.v1.Contact
 	35, // 5: fedhost.v1.RequestsResponse.requests:type_name -> fedhost.v1.ResourceRequest
-	52, // 6: fedhost.v1.RenderRequest.results:type_name -> fedhost.v1.RenderRequest.ResultsEntry
-	40, // 7: fedhost.v1.RenamesResponse.renames:type_name -> fedhost.v1.Rename
-	43, // 8: fedhost.v1.OperationsResponse.operations:type_name -> fedhost.v1.Operation
-	48, // 9: fedhost.v1.RoleGroupsResponse.groups:type_name -> fedhost.v1.RoleGroup
-	0,  // 10: fedhost.v1.Plugin.Describe:input_type -> fedhost.v1.DescribeRequest
-	2,  // 11: fedhost.v1.Plugin.Configure:input_type -> fedhost.v1.ConfigureRequest
-	5,  // 12: fedhost.v1.ResourceProvider.Validate:input_type -> fedhost.v1.ValidateRequest
-	7,  // 13: fedhost.v1.ResourceProvider.Provision:input_type -> fedhost.v1.ProvisionRequest
-	9,  // 14: fedhost.v1.ResourceProvider.Deprovision:input_type -> fedhost.v1.DeprovisionRequest
-	11, // 15: fedhost.v1.ResourceProvider.Status:input_type -> fedhost.v1.StatusRequest
-	13, // 16: fedhost.v1.ResourceProvider.Reveal:input_type -> fedhost.v1.RevealRequest
-	15, // 17: fedhost.v1.Registrar.Check:input_type -> fedhost.v1.DomainRequest
-	17, // 18: fedhost.v1.Registrar.Register:input_type -> fedhost.v1.RegisterRequest
-	18, // 19: fedhost.v1.Registrar.Renew:input_type -> fedhost.v1.RenewRequest
-	19, // 20: fedhost.v1.Registrar.SetNameservers:input_type -> fedhost.v1.NameserversRequest
-	25, // 21: fedhost.v1.Registrar.Snapshot:input_type -> fedhost.v1.SnapshotRequest
-	20, // 22: fedhost.v1.Registrar.Transfer:input_type -> fedhost.v1.TransferRequest
-	15, // 23: fedhost.v1.Registrar.AuthCode:input_type -> fedhost.v1.DomainRequest
-	22, // 24: fedhost.v1.Registrar.SetLock:input_type -> fedhost.v1.LockRequest
-	15, // 25: fedhost.v1.Registrar.RemoveDNSSEC:input_type -> fedhost.v1.DomainRequest
-	27, // 26: fedhost.v1.Registrar.PutContact:input_type -> fedhost.v1.Contact
-	28, // 27: fedhost.v1.Registrar.GetContact:input_type -> fedhost.v1.ContactRequest
-	29, // 28: fedhost.v1.Registrar.ListContacts:input_type -> fedhost.v1.ListContactsRequest
-	28, // 29: fedhost.v1.Registrar.DeleteContact:input_type -> fedhost.v1.ContactRequest
-	32, // 30: fedhost.v1.App.Schema:input_type -> fedhost.v1.SchemaRequest
-	34, // 31: fedhost.v1.App.Requests:input_type -> fedhost.v1.RequestsRequest
-	37, // 32: fedhost.v1.App.Render:input_type -> fedhost.v1.RenderRequest
-	39, // 33: fedhost.v1.App.Renames:input_type -> fedhost.v1.RenamesRequest
-	42, // 34: fedhost.v1.App.Operations:input_type -> fedhost.v1.OperationsRequest
-	45, // 35: fedhost.v1.App.VersionGuard:input_type -> fedhost.v1.VersionGuardRequest
-	47, // 36: fedhost.v1.App.RoleGroups:input_type -> fedhost.v1.RoleGroupsRequest
-	1,  // 37: fedhost.v1.Plugin.Describe:output_type -> fedhost.v1.DescribeResponse
-	3,  // 38: fedhost.v1.Plugin.Configure:output_type -> fedhost.v1.ConfigureResponse
-	6,  // 39: fedhost.v1.ResourceProvider.Validate:output_type -> fedhost.v1.ValidateResponse
-	8,  // 40: fedhost.v1.ResourceProvider.Provision:output_type -> fedhost.v1.ProvisionResponse
-	10, // 41: fedhost.v1.ResourceProvider.Deprovision:output_type -> fedhost.v1.DeprovisionResponse
-	12, // 42: fedhost.v1.ResourceProvider.Status:output_type -> fedhost.v1.StatusResponse
-	14, // 43: fedhost.v1.ResourceProvider.Reveal:output_type -> fedhost.v1.RevealResponse
-	16, // 44: fedhost.v1.Registrar.Check:output_type -> fedhost.v1.CheckResponse
-	24, // 45: fedhost.v1.Registrar.Register:output_type -> fedhost.v1.DomainResponse
-	24, // 46: fedhost.v1.Registrar.Renew:output_type -> fedhost.v1.DomainResponse
-	24, // 47: fedhost.v1.Registrar.SetNameservers:output_type -> fedhost.v1.DomainResponse
-	26, // 48: fedhost.v1.Registrar.Snapshot:output_type -> fedhost.v1.SnapshotResponse
-	24, // 49: fedhost.v1.Registrar.Transfer:output_type -> fedhost.v1.DomainResponse
-	21, // 50: fedhost.v1.Registrar.AuthCode:output_type -> fedhost.v1.AuthCodeResponse
-	24, // 51: fedhost.v1.Registrar.SetLock:output_type -> fedhost.v1.DomainResponse
-	24, // 52: fedhost.v1.Registrar.RemoveDNSSEC:output_type -> fedhost.v1.DomainResponse
-	27, // 53: fedhost.v1.Registrar.PutContact:output_type -> fedhost.v1.Contact
-	27, // 54: fedhost.v1.Registrar.GetContact:output_type -> fedhost.v1.Contact
-	30, // 55: fedhost.v1.Registrar.ListContacts:output_type -> fedhost.v1.ListContactsResponse
-	31, // 56: fedhost.v1.Registrar.DeleteContact:output_type -> fedhost.v1.DeleteContactResponse
-	33, // 57: fedhost.v1.App.Schema:output_type -> fedhost.v1.SchemaResponse
-	36, // 58: fedhost.v1.App.Requests:output_type -> fedhost.v1.RequestsResponse
-	38, // 59: fedhost.v1.App.Render:output_type -> fedhost.v1.RenderResponse
-	41, // 60: fedhost.v1.App.Renames:output_type -> fedhost.v1.RenamesResponse
-	44, // 61: fedhost.v1.App.Operations:output_type -> fedhost.v1.OperationsResponse
-	46, // 62: fedhost.v1.App.VersionGuard:output_type -> fedhost.v1.VersionGuardResponse
-	49, // 63: fedhost.v1.App.RoleGroups:output_type -> fedhost.v1.RoleGroupsResponse
-	37, // [37:64] is the sub-list for method output_type
-	10, // [10:37] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	53, // 6: fedhost.v1.RenderRequest.results:type_name -> fedhost.v1.RenderRequest.ResultsEntry
+	38, // 7: fedhost.v1.RenderResponse.nodes:type_name -> fedhost.v1.Node
+	41, // 8: fedhost.v1.RenamesResponse.renames:type_name -> fedhost.v1.Rename
+	44, // 9: fedhost.v1.OperationsResponse.operations:type_name -> fedhost.v1.Operation
+	49, // 10: fedhost.v1.RoleGroupsResponse.groups:type_name -> fedhost.v1.RoleGroup
+	0,  // 11: fedhost.v1.Plugin.Describe:input_type -> fedhost.v1.DescribeRequest
+	2,  // 12: fedhost.v1.Plugin.Configure:input_type -> fedhost.v1.ConfigureRequest
+	5,  // 13: fedhost.v1.ResourceProvider.Validate:input_type -> fedhost.v1.ValidateRequest
+	7,  // 14: fedhost.v1.ResourceProvider.Provision:input_type -> fedhost.v1.ProvisionRequest
+	9,  // 15: fedhost.v1.ResourceProvider.Deprovision:input_type -> fedhost.v1.DeprovisionRequest
+	11, // 16: fedhost.v1.ResourceProvider.Status:input_type -> fedhost.v1.StatusRequest
+	13, // 17: fedhost.v1.ResourceProvider.Reveal:input_type -> fedhost.v1.RevealRequest
+	15, // 18: fedhost.v1.Registrar.Check:input_type -> fedhost.v1.DomainRequest
+	17, // 19: fedhost.v1.Registrar.Register:input_type -> fedhost.v1.RegisterRequest
+	18, // 20: fedhost.v1.Registrar.Renew:input_type -> fedhost.v1.RenewRequest
+	19, // 21: fedhost.v1.Registrar.SetNameservers:input_type -> fedhost.v1.NameserversRequest
+	25, // 22: fedhost.v1.Registrar.Snapshot:input_type -> fedhost.v1.SnapshotRequest
+	20, // 23: fedhost.v1.Registrar.Transfer:input_type -> fedhost.v1.TransferRequest
+	15, // 24: fedhost.v1.Registrar.AuthCode:input_type -> fedhost.v1.DomainRequest
+	22, // 25: fedhost.v1.Registrar.SetLock:input_type -> fedhost.v1.LockRequest
+	15, // 26: fedhost.v1.Registrar.RemoveDNSSEC:input_type -> fedhost.v1.DomainRequest
+	27, // 27: fedhost.v1.Registrar.PutContact:input_type -> fedhost.v1.Contact
+	28, // 28: fedhost.v1.Registrar.GetContact:input_type -> fedhost.v1.ContactRequest
+	29, // 29: fedhost.v1.Registrar.ListContacts:input_type -> fedhost.v1.ListContactsRequest
+	28, // 30: fedhost.v1.Registrar.DeleteContact:input_type -> fedhost.v1.ContactRequest
+	32, // 31: fedhost.v1.App.Schema:input_type -> fedhost.v1.SchemaRequest
+	34, // 32: fedhost.v1.App.Requests:input_type -> fedhost.v1.RequestsRequest
+	37, // 33: fedhost.v1.App.Render:input_type -> fedhost.v1.RenderRequest
+	40, // 34: fedhost.v1.App.Renames:input_type -> fedhost.v1.RenamesRequest
+	43, // 35: fedhost.v1.App.Operations:input_type -> fedhost.v1.OperationsRequest
+	46, // 36: fedhost.v1.App.VersionGuard:input_type -> fedhost.v1.VersionGuardRequest
+	48, // 37: fedhost.v1.App.RoleGroups:input_type -> fedhost.v1.RoleGroupsRequest
+	1,  // 38: fedhost.v1.Plugin.Describe:output_type -> fedhost.v1.DescribeResponse
+	3,  // 39: fedhost.v1.Plugin.Configure:output_type -> fedhost.v1.ConfigureResponse
+	6,  // 40: fedhost.v1.ResourceProvider.Validate:output_type -> fedhost.v1.ValidateResponse
+	8,  // 41: fedhost.v1.ResourceProvider.Provision:output_type -> fedhost.v1.ProvisionResponse
+	10, // 42: fedhost.v1.ResourceProvider.Deprovision:output_type -> fedhost.v1.DeprovisionResponse
+	12, // 43: fedhost.v1.ResourceProvider.Status:output_type -> fedhost.v1.StatusResponse
+	14, // 44: fedhost.v1.ResourceProvider.Reveal:output_type -> fedhost.v1.RevealResponse
+	16, // 45: fedhost.v1.Registrar.Check:output_type -> fedhost.v1.CheckResponse
+	24, // 46: fedhost.v1.Registrar.Register:output_type -> fedhost.v1.DomainResponse
+	24, // 47: fedhost.v1.Registrar.Renew:output_type -> fedhost.v1.DomainResponse
+	24, // 48: fedhost.v1.Registrar.SetNameservers:output_type -> fedhost.v1.DomainResponse
+	26, // 49: fedhost.v1.Registrar.Snapshot:output_type -> fedhost.v1.SnapshotResponse
+	24, // 50: fedhost.v1.Registrar.Transfer:output_type -> fedhost.v1.DomainResponse
+	21, // 51: fedhost.v1.Registrar.AuthCode:output_type -> fedhost.v1.AuthCodeResponse
+	24, // 52: fedhost.v1.Registrar.SetLock:output_type -> fedhost.v1.DomainResponse
+	24, // 53: fedhost.v1.Registrar.RemoveDNSSEC:output_type -> fedhost.v1.DomainResponse
+	27, // 54: fedhost.v1.Registrar.PutContact:output_type -> fedhost.v1.Contact
+	27, // 55: fedhost.v1.Registrar.GetContact:output_type -> fedhost.v1.Contact
+	30, // 56: fedhost.v1.Registrar.ListContacts:output_type -> fedhost.v1.ListContactsResponse
+	31, // 57: fedhost.v1.Registrar.DeleteContact:output_type -> fedhost.v1.DeleteContactResponse
+	33, // 58: fedhost.v1.App.Schema:output_type -> fedhost.v1.SchemaResponse
+	36, // 59: fedhost.v1.App.Requests:output_type -> fedhost.v1.RequestsResponse
+	39, // 60: fedhost.v1.App.Render:output_type -> fedhost.v1.RenderResponse
+	42, // 61: fedhost.v1.App.Renames:output_type -> fedhost.v1.RenamesResponse
+	45, // 62: fedhost.v1.App.Operations:output_type -> fedhost.v1.OperationsResponse
+	47, // 63: fedhost.v1.App.VersionGuard:output_type -> fedhost.v1.VersionGuardResponse
+	50, // 64: fedhost.v1.App.RoleGroups:output_type -> fedhost.v1.RoleGroupsResponse
+	38, // [38:65] is the sub-list for method output_type
+	11, // [11:38] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_fedhost_proto_init() }
@@ -3032,7 +3107,7 @@ func file_fedhost_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedhost_proto_rawDesc), len(file_fedhost_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
