@@ -15,10 +15,10 @@ import (
 	"github.com/fedhost/fedhost/sdk/app"
 	"github.com/fedhost/fedhost/sdk/contract"
 	pb "github.com/fedhost/fedhost/sdk/internal/proto/fedhostv1"
-	"github.com/fedhost/fedhost/sdk/internal/schema"
 	"github.com/fedhost/fedhost/sdk/internal/wire"
 	"github.com/fedhost/fedhost/sdk/registrar"
 	"github.com/fedhost/fedhost/sdk/resource"
+	"github.com/fedhost/fedhost/sdk/schema"
 )
 
 // Option changes how Start runs a plugin.

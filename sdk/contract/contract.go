@@ -9,7 +9,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/fedhost/fedhost/sdk"
-	"github.com/fedhost/fedhost/sdk/internal/schema"
+	"github.com/fedhost/fedhost/sdk/schema"
 )
 
 // The resource types.
@@ -69,7 +69,7 @@ var (
 
 func compile() {
 	compiled = map[string]*jsonschema.Schema{}
-	c := jsonschema.NewCompiler()
+	c := schema.NewCompiler()
 	for _, typ := range Types {
 		for _, part := range []string{"request", "result"} {
 			raw, err := schemaFile(typ, part)

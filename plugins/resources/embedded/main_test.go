@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fedhost/fedhost/plugins/resources/internal/secretfile/secrettest"
+	"github.com/fedhost/fedhost/sdk"
+	"github.com/fedhost/fedhost/sdk/client"
+	"github.com/fedhost/fedhost/sdk/conformance"
+	"github.com/fedhost/fedhost/sdk/contract"
+	"github.com/fedhost/fedhost/sdk/resource"
+)
+
+// binary is the plugin built once for the whole package.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fedhost-embedded-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "fedhost-resource-embedded")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func dirSettings(tb testing.TB) json.RawMessage {
+	raw, err := json.Marshal(settings{Dir: tb.TempDir()})
+	require.NoError(tb, err)
+	return raw
+}
+
+func TestConformance(t *testing.T) {
+	settings := dirSettings(t)
+	conformance.Resource(t, binary, secrettest.Case(t, binary, settings))
+}
+
+func TestConfigureWithoutDirectoryIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p, err := client.Start(ctx, binary, client.WithEnv(sdk.DataDirEnv+"="))
+	require.NoError(t, err)
+	defer p.Kill()
+	err = p.Configure(ctx, json.RawMessage(`{}`))
+	require.Equal(t, sdk.CodeInvalid, sdk.CodeOf(err), "%v", err)
+	require.Equal(t, "settings/dir", sdk.FieldOf(err))
+}
+
+// BenchmarkProvision provisions a new instance of six files per iteration, through the plugin.
+func BenchmarkProvision(b *testing.B) {
+	rc := secrettest.Start(b, binary, dirSettings(b))
+	ctx := context.Background()
+	for i := 0; b.Loop(); i++ {
+		_, err := rc.Provision(ctx, resource.Request{Tenant: "bench", Instance: fmt.Sprintf("i%d", i), Type: contract.Secret, Spec: json.RawMessage(secrettest.Request), Secrets: secrettest.Supplied()})
+		require.NoError(b, err)
+	}
+}
+
+// BenchmarkDeprovision removes an instance of six files per iteration, through the plugin.
+func BenchmarkDeprovision(b *testing.B) {
+	rc := secrettest.Start(b, binary, dirSettings(b))
+	ctx := context.Background()
+	spec := json.RawMessage(secrettest.Request)
+	for i := 0; b.Loop(); i++ {
+		inst := fmt.Sprintf("i%d", i)
+		b.StopTimer()
+		_, err := rc.Provision(ctx, resource.Request{Tenant: "bench", Instance: inst, Type: contract.Secret, Spec: spec, Secrets: secrettest.Supplied()})
+		require.NoError(b, err)
+		b.StartTimer()
+		require.NoError(b, rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: "bench", Instance: inst, Type: contract.Secret, Spec: spec}))
+	}
+}
