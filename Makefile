@@ -9,11 +9,11 @@ LDFLAGS := -X github.com/fedhost/fedhost/host/cli.Version=$(VERSION)
 # Every plugin is a main package under plugins/<kind>s/<name>; the binary is fedhost-<kind>-<name>.
 PLUGINS := $(wildcard plugins/resources/*/main.go plugins/registrars/*/main.go plugins/apps/*/main.go)
 
-.PHONY: all build plugins run test test-short bench proto lint tools clean
+.PHONY: all build plugins artifacts run test test-short bench proto lint tools clean
 
 all: build
 
-build: $(BIN)/fedhost plugins
+build: $(BIN)/fedhost plugins artifacts
 
 $(BIN)/fedhost: FORCE
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./host
@@ -25,6 +25,16 @@ plugins:
 		kind=$$(basename $$(dirname $$dir)); kind=$${kind%s}; \
 		echo "build $(PLUGIN_DIR)/fedhost-$$kind-$$name"; \
 		$(GO) build -o $(PLUGIN_DIR)/fedhost-$$kind-$$name ./$$dir || exit 1; \
+	done
+
+# Programs the plugins run, built from the Go module proxy (tools pinned in go.mod).
+ARTIFACTS := miniflux=miniflux.app/v2 versitygw=github.com/versity/versitygw/cmd/versitygw
+
+artifacts:
+	@mkdir -p $(BIN)/artifacts
+	@for a in $(ARTIFACTS); do \
+		echo "build $(BIN)/artifacts/$${a%%=*}"; \
+		$(GO) build -o $(BIN)/artifacts/$${a%%=*} $${a#*=} || exit 1; \
 	done
 
 # The embedded default: SQLite, River on SQLite, plugins from bin/plugins.

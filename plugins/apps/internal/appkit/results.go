@@ -1,0 +1,66 @@
+package appkit
+
+import (
+	"encoding/json"
+
+	"github.com/fedhost/fedhost/sdk"
+	"github.com/fedhost/fedhost/sdk/app"
+	"github.com/fedhost/fedhost/sdk/contract"
+)
+
+// Request builds a resource request with its spec encoded; the spec is a contract request
+// type, so encoding cannot fail.
+func Request(name, typ string, spec any, dependsOn ...string) app.ResourceRequest {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		panic("encoding a " + typ + " request: " + err.Error())
+	}
+	return app.ResourceRequest{Name: name, Type: typ, Spec: b, DependsOn: dependsOn}
+}
+
+// Results are the results a render got, checked against the requests of the same
+// configuration.
+type Results struct {
+	byName map[string]json.RawMessage
+	types  map[string]string
+}
+
+// CheckResults returns the results after checking that every request has one that
+// follows its type's contract. A missing or wrong result is sdk.Invalid naming
+// results/<request name>.
+func CheckResults(reqs []app.ResourceRequest, results map[string]json.RawMessage) (*Results, error) {
+	r := &Results{byName: results, types: map[string]string{}}
+	for _, req := range reqs {
+		raw, ok := results[req.Name]
+		if !ok || len(raw) == 0 {
+			return nil, sdk.Invalid("results/"+req.Name, "the %s result %q is missing: provision the request before rendering", req.Type, req.Name)
+		}
+		if err := contract.ValidateResult(req.Type, raw); err != nil {
+			return nil, sdk.Invalid("results/"+req.Name, "the %s result %q does not follow its contract (%s)", req.Type, req.Name, sdk.FieldOf(err))
+		}
+		r.types[req.Name] = req.Type
+	}
+	return r, nil
+}
+
+// Has reports whether the configuration requested name.
+func (r *Results) Has(name string) bool {
+	_, ok := r.types[name]
+	return ok
+}
+
+// Decode unmarshals the result of the request name into dst (a contract result type).
+func (r *Results) Decode(name string, dst any) error {
+	if !r.Has(name) {
+		return sdk.Invalid("results/"+name, "the result %q is missing: provision the request before rendering", name)
+	}
+	if err := json.Unmarshal(r.byName[name], dst); err != nil {
+		return sdk.Invalid("results/"+name, "the %s result %q cannot be read: %v", r.types[name], name, err)
+	}
+	return nil
+}
+
+// InvalidResult is the error for a result that lacks what the app asked for.
+func InvalidResult(name, what string) error {
+	return sdk.Invalid("results/"+name, "the result %q %s: provision it again with this configuration's request", name, what)
+}
