@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -134,11 +135,13 @@ func within(path, dir string) bool {
 }
 
 var (
-	placeholder       = regexp.MustCompile(`\$\{(host|port|file|secret)(?::([^}]*))?\}`)
+	placeholder       = regexp.MustCompile(`\$\{(host|port|url|file|secret)(?::([^}]*))?\}`)
 	secretPlaceholder = regexp.MustCompile(`\$\{secret:([^}]*)\}`)
 )
 
-// expand substitutes ${host}, ${port:NAME} and ${file:NAME} in s; field names s in errors.
+// expand substitutes ${host}, ${port:NAME}, ${url:NAME} and ${file:NAME} in s; field
+// names s in errors. No proxy stands in front of local nodes: a port's URL is its
+// loopback address over plain HTTP.
 func expand(s, field, workdir string, files map[string]contract.InstanceFile, ports map[string]int) (string, error) {
 	var bad error
 	out := placeholder.ReplaceAllStringFunc(s, func(m string) string {
@@ -152,6 +155,11 @@ func expand(s, field, workdir string, files map[string]contract.InstanceFile, po
 				return strconv.Itoa(p)
 			}
 			bad = sdk.Invalid(field, "${port:%s} names no port of the node", name)
+		case "url":
+			if p, ok := ports[name]; ok {
+				return "http://" + net.JoinHostPort(loopback, strconv.Itoa(p)) + "/"
+			}
+			bad = sdk.Invalid(field, "${url:%s} names no port of the node", name)
 		case "file":
 			if _, ok := files[name]; ok {
 				return filepath.Join(workdir, name)

@@ -59,6 +59,7 @@ func TestExpand(t *testing.T) {
 	for in, want := range map[string]string{
 		"${host}:${port:http}":    "127.0.0.1:20001",
 		"--config=${file:conf}":   "--config=/w/conf",
+		"${url:http}callback":     "http://127.0.0.1:20001/callback",
 		"plain ${HOME} and $PATH": "plain ${HOME} and $PATH",
 		"":                        "",
 	} {
