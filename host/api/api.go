@@ -6,12 +6,16 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/plugins"
+	"github.com/fedhost/fedhost/host/store"
 )
 
 // Deps is what the API serves from.
 type Deps struct {
 	Plugins *plugins.Manager
+	Engine  *deploy.Engine
+	Store   *store.Store
 	Version string
 }
 
@@ -22,27 +26,48 @@ type Error struct {
 	Location string `json:"location,omitempty"`
 }
 
+var statusOf = map[string]int{
+	deploy.CodeInvalidConfiguration: fiber.StatusBadRequest,
+	deploy.CodeNotFound:             fiber.StatusNotFound,
+	deploy.CodeConflict:             fiber.StatusConflict,
+	deploy.CodeQueueFull:            fiber.StatusConflict,
+	"build_timeout":                 fiber.StatusGatewayTimeout,
+}
+
+func errorHandler(c *fiber.Ctx, err error) error {
+	body, status := Error{Code: "internal", Message: err.Error()}, fiber.StatusInternalServerError
+	var de *deploy.Error
+	var fe *fiber.Error
+	switch {
+	case errors.As(err, &de):
+		body = Error{Code: de.Code, Message: de.Message, Location: de.Location}
+		status = statusOf[de.Code]
+	case errors.Is(err, store.ErrNotFound):
+		body.Code, status = deploy.CodeNotFound, fiber.StatusNotFound
+	case errors.As(err, &fe):
+		status = fe.Code
+		switch status {
+		case fiber.StatusNotFound:
+			body.Code = deploy.CodeNotFound
+		case fiber.StatusBadRequest:
+			body.Code = deploy.CodeInvalidConfiguration
+		}
+	}
+	return c.Status(status).JSON(fiber.Map{"error": body})
+}
+
 // New returns the Fiber app of the API.
 func New(d Deps) *fiber.App {
-	app := fiber.New(fiber.Config{
-		DisableStartupMessage: true,
-		ErrorHandler: func(c *fiber.Ctx, err error) error {
-			code, status := "internal", fiber.StatusInternalServerError
-			var fe *fiber.Error
-			if errors.As(err, &fe) {
-				status = fe.Code
-				if status == fiber.StatusNotFound {
-					code = "not_found"
-				}
-			}
-			return c.Status(status).JSON(fiber.Map{"error": Error{Code: code, Message: err.Error()}})
-		},
-	})
+	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: errorHandler, BodyLimit: 16 << 20})
 	app.Get("/healthz", func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok", "version": d.Version})
 	})
 	v1 := app.Group("/api/v1")
 	v1.Get("/plugins", func(c *fiber.Ctx) error { return c.JSON(pluginList(d.Plugins)) })
+	if d.Engine != nil {
+		h := &handlers{d: d}
+		h.routes(v1)
+	}
 	return app
 }
 

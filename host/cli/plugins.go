@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
+	"github.com/fedhost/fedhost/host/config"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/sdk/client"
 )
@@ -160,7 +161,7 @@ func (e *env) pluginsList(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	probes, _, err := probeAll(ctx, cfg.PluginDir, e.logger(cfg))
+	probes, _, err := probeAll(ctx, cfg.PluginDir, e.quietLogger(cfg))
 	if err != nil {
 		return err
 	}
@@ -193,7 +194,7 @@ func (e *env) pluginsCheck(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	probes, lock, err := probeAll(ctx, cfg.PluginDir, e.logger(cfg))
+	probes, lock, err := probeAll(ctx, cfg.PluginDir, e.quietLogger(cfg))
 	if err != nil {
 		return err
 	}
@@ -221,6 +222,16 @@ func (e *env) pluginsCheck(ctx context.Context) error {
 	}
 	fmt.Fprintf(e.stdout, "%d plugins match %s and answer\n", len(probes), filepath.Join(cfg.PluginDir, plugins.LockFile))
 	return nil
+}
+
+// quietLogger keeps the start and stop lines of every probed plugin out of a listing,
+// unless the operator asked for debug logs.
+func (e *env) quietLogger(cfg *config.Config) hclog.Logger {
+	l := e.logger(cfg)
+	if l.GetLevel() < hclog.Warn && l.GetLevel() > hclog.Debug {
+		l.SetLevel(hclog.Warn)
+	}
+	return l
 }
 
 func orDash(s string) string {

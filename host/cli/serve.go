@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"time"
@@ -11,7 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fedhost/fedhost/host/api"
+	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/config"
+	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
@@ -61,8 +62,17 @@ func (e *env) serve(ctx context.Context) error {
 		log.Info("plugin started", "plugin", d.String(), "serves", d.Serves)
 	}
 
-	q, err := queue.New(st, queue.Config{Builder: noEngine{}, Logger: slogFrom(log.Named("queue"))})
+	cat, err := catalog.Load(ctx, manager)
 	if err != nil {
+		return err
+	}
+	engine := deploy.New(deploy.Options{Store: st, Plugins: manager, Catalog: cat, Environment: cfg.Resources, Logger: log.Named("deploy")})
+	q, err := queue.New(st, queue.Config{Builder: engine, Logger: slogFrom(log.Named("queue"))})
+	if err != nil {
+		return err
+	}
+	engine.SetQueue(q)
+	if err := engine.FailLost(ctx); err != nil {
 		return err
 	}
 	if err := q.Start(ctx); err != nil {
@@ -80,7 +90,7 @@ func (e *env) serve(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen (%s): %w", cfg.Listen, err)
 	}
-	app := api.New(api.Deps{Plugins: manager, Version: Version})
+	app := api.New(api.Deps{Plugins: manager, Engine: engine, Store: st, Version: Version})
 	served := make(chan error, 1)
 	go func() { served <- app.Listener(ln) }()
 	log.Info("serving", "address", "http://"+ln.Addr().String(), "data_dir", cfg.DataDir)
@@ -95,31 +105,27 @@ func (e *env) serve(ctx context.Context) error {
 }
 
 // pluginSettings gives each plugin the settings of fedhost.hcl: a provider those of the
-// resource blocks it answers, a registrar those of its block.
-func pluginSettings(cfg *config.Config) func(sdk.Description) json.RawMessage {
-	return func(d sdk.Description) json.RawMessage {
+// resource block that names it, a registrar those of its block, an app none. A provider
+// or registrar the configuration does not name runs unconfigured: it is installed but
+// not in use.
+func pluginSettings(cfg *config.Config) func(sdk.Description) (json.RawMessage, bool) {
+	return func(d sdk.Description) (json.RawMessage, bool) {
 		switch d.Kind {
 		case sdk.KindResource:
 			for _, r := range cfg.Resources {
 				if r.Provider == d.Name {
-					return r.Settings
+					return r.Settings, true
 				}
 			}
+			return nil, false
 		case sdk.KindRegistrar:
 			for _, r := range cfg.Registrars {
 				if r.Name == d.Name {
-					return r.Settings
+					return r.Settings, true
 				}
 			}
+			return nil, false
 		}
-		return nil
+		return nil, true
 	}
-}
-
-// noEngine answers build jobs until the deploy engine exists (issue #4); nothing enqueues
-// builds before then.
-type noEngine struct{}
-
-func (noEngine) Build(context.Context, string, func(step, message string)) error {
-	return errors.New("this fedhost has no deploy engine yet")
 }

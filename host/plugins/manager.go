@@ -36,8 +36,9 @@ type Options struct {
 	// DataDir is the host's data directory; each plugin gets DataDir/plugins/<name>.
 	DataDir string
 	Logger  hclog.Logger
-	// Settings returns the settings (JSON) of a started plugin; nil or empty is "{}".
-	Settings func(sdk.Description) json.RawMessage
+	// Settings returns the settings (JSON) of a started plugin, nil or empty for "{}";
+	// ok false leaves a plugin the configuration does not use unconfigured.
+	Settings func(sdk.Description) (settings json.RawMessage, ok bool)
 	// HealthInterval is the time between health pings (10 s by default); a plugin whose
 	// process ended is noticed within ExitPoll (500 ms by default).
 	HealthInterval, ExitPoll time.Duration
@@ -212,7 +213,14 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.setState(StateStarting, nil)
 	opts := []client.Option{client.WithChecksum(sum), client.WithLogger(m.opts.Logger.Named(p.Name))}
 	if m.opts.DataDir != "" {
-		dir := filepath.Join(m.opts.DataDir, "plugins", p.Name)
+		// <data>/plugins lets others pass, so a plugin may run a server as an unprivileged
+		// user in its own dir; each plugin's dir is its own to open up.
+		parent := filepath.Join(m.opts.DataDir, "plugins")
+		dir := filepath.Join(parent, p.Name)
+		if err := os.MkdirAll(parent, 0o711); err != nil {
+			p.setState(StateRefused, err)
+			return fmt.Errorf("plugin %s: data directory: %w", p.Path, err)
+		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
 			p.setState(StateRefused, err)
 			return fmt.Errorf("plugin %s: data directory: %w", p.Path, err)
@@ -225,11 +233,11 @@ func (p *Plugin) start(ctx context.Context) error {
 		return err
 	}
 	desc := c.Description()
-	var settings json.RawMessage
+	settings, configure := json.RawMessage(nil), true
 	if m.opts.Settings != nil {
-		settings = m.opts.Settings(desc)
+		settings, configure = m.opts.Settings(desc)
 	}
-	if err := c.Configure(ctx, settings); err != nil {
+	if err := configureIf(ctx, c, configure, settings); err != nil {
 		c.Kill()
 		err = fmt.Errorf("plugin %s: settings: %w", p.Path, err)
 		p.setState(StateRefused, err)
@@ -239,6 +247,13 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.client, p.desc, p.state, p.lastErr = c, desc, StateHealthy, nil
 	p.mu.Unlock()
 	return nil
+}
+
+func configureIf(ctx context.Context, c *client.Plugin, configure bool, settings json.RawMessage) error {
+	if !configure {
+		return nil
+	}
+	return c.Configure(ctx, settings)
 }
 
 // supervise notices a crashed or unhealthy plugin and restarts it with backoff.

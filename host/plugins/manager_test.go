@@ -100,7 +100,7 @@ func newManager(t *testing.T, dir string, logs *syncBuffer) *plugins.Manager {
 		Dir:            dir,
 		DataDir:        t.TempDir(),
 		Logger:         hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Debug}),
-		Settings:       func(sdk.Description) json.RawMessage { return json.RawMessage(`{"greeting":"hi"}`) },
+		Settings:       func(sdk.Description) (json.RawMessage, bool) { return json.RawMessage(`{"greeting":"hi"}`), true },
 		HealthInterval: 100 * time.Millisecond,
 		ExitPoll:       20 * time.Millisecond,
 		MinBackoff:     20 * time.Millisecond,
@@ -223,7 +223,7 @@ func TestPluginRejectsSettingsThatBreakItsSchema(t *testing.T) {
 	lockAll(t, dir)
 	m, err := plugins.New(plugins.Options{
 		Dir:      dir,
-		Settings: func(sdk.Description) json.RawMessage { return json.RawMessage(`{"greeting":42}`) },
+		Settings: func(sdk.Description) (json.RawMessage, bool) { return json.RawMessage(`{"greeting":42}`), true },
 	})
 	require.NoError(t, err)
 	t.Cleanup(m.Stop)

@@ -5,6 +5,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -173,4 +174,59 @@ func (q *Queue) EnqueueBuild(ctx context.Context, buildID string) error {
 		return nil
 	}
 	return fmt.Errorf("deployment %s already has build %s queued or running: %w", b.DeploymentID, other.BuildID, ErrBuildInProgress)
+}
+
+// lostReason is the reason of a build whose fedhost process ended while it ran.
+const lostReason = "lost: the fedhost process running this build stopped before it finished; submit again to continue from what exists"
+
+// FailLost finds the build jobs that were running when their fedhost process ended,
+// cancels them, and marks their builds failed with a reason. Call it at start, before
+// Start, on a host that is the only one working this database: in a cluster another
+// host's running builds would look lost too (cluster mode is a later issue).
+func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
+	const update = `UPDATE river_job SET state = 'cancelled', finalized_at = %s
+		WHERE kind = 'build' AND state = 'running' RETURNING args`
+	var rows interface {
+		Next() bool
+		Scan(...any) error
+		Err() error
+	}
+	switch {
+	case q.store.RiverPgx() != nil:
+		r, err := q.store.RiverPgx().Query(ctx, fmt.Sprintf(update, "now()"))
+		if err != nil {
+			return nil, fmt.Errorf("finding lost builds: %w", err)
+		}
+		defer r.Close()
+		rows = r
+	default:
+		r, err := q.store.RiverSQLite().QueryContext(ctx, fmt.Sprintf(update, "datetime('now', 'subsec')"))
+		if err != nil {
+			return nil, fmt.Errorf("finding lost builds: %w", err)
+		}
+		defer r.Close()
+		rows = r
+	}
+	var ids []string
+	for rows.Next() {
+		var raw []byte
+		if err := rows.Scan(&raw); err != nil {
+			return nil, fmt.Errorf("finding lost builds: %w", err)
+		}
+		var args buildArgs
+		if err := json.Unmarshal(raw, &args); err != nil {
+			return nil, fmt.Errorf("finding lost builds: %w", err)
+		}
+		ids = append(ids, args.BuildID)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("finding lost builds: %w", err)
+	}
+	for _, id := range ids {
+		e := store.BuildEvent{BuildID: id, Step: "queue", Level: store.LevelError, Message: lostReason}
+		if _, err := q.store.AppendBuildEvent(ctx, e); err != nil {
+			q.logger.Error("queue: recording a lost build", "build_id", id, "error", err)
+		}
+	}
+	return ids, q.store.FailBuilds(ctx, ids, lostReason)
 }

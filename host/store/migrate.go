@@ -19,6 +19,7 @@ type migration func(tx *gorm.DB) error
 // never edit or reorder a migration that has been released.
 var migrations = []migration{
 	migrate1,
+	migrate2,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -120,6 +121,32 @@ func migrate1(tx *gorm.DB) error {
 			message text NOT NULL,
 			progress integer NOT NULL,
 			PRIMARY KEY (build_id, seq)
+		)`,
+	)
+}
+
+// migrate2 gives builds what they run (an operation on a configuration snapshot) and
+// records the resources a deployment holds.
+func migrate2(tx *gorm.DB) error {
+	return execAll(tx,
+		`ALTER TABLE builds ADD COLUMN operation text NOT NULL DEFAULT 'deploy'`,
+		`ALTER TABLE builds ADD COLUMN config text NOT NULL DEFAULT '{}'`,
+		`ALTER TABLE deployments ADD COLUMN secret_refs text NOT NULL DEFAULT '{}'`,
+		`CREATE TABLE resources (
+			deployment_id text NOT NULL REFERENCES deployments (id),
+			name text NOT NULL,
+			app text NOT NULL,
+			type text NOT NULL,
+			provider text NOT NULL,
+			spec text NOT NULL,
+			spec_hash text NOT NULL,
+			result text NOT NULL,
+			secret_instance text NOT NULL,
+			secret_refs text NOT NULL,
+			state text NOT NULL,
+			retain_until {ts},
+			updated_at {ts} NOT NULL,
+			PRIMARY KEY (deployment_id, name)
 		)`,
 	)
 }

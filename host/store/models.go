@@ -15,9 +15,12 @@ type Deployment struct {
 	CatalogRevision string
 	// Config is the configuration JSON, with the secrets the operator typed
 	// already taken out of it: it never holds a secret value.
-	Config    string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	Config string
+	// SecretRefs maps the JSON pointer of each secret the operator typed to its
+	// reference in the secret resource (a JSON object).
+	SecretRefs string
+	CreatedAt  time.Time
+	UpdatedAt  time.Time
 }
 
 // BuildState is where a build is in its life.
@@ -41,11 +44,22 @@ func (s BuildState) valid() bool {
 	return s == BuildQueued || s == BuildRunning || s.Finished()
 }
 
+// Operations a build runs.
+const (
+	OperationDeploy  = "deploy"
+	OperationSuspend = "suspend"
+	OperationDestroy = "destroy"
+)
+
 // Build is one run of deploying a deployment's configuration.
 type Build struct {
 	ID           string `gorm:"primaryKey"`
 	DeploymentID string
-	State        BuildState
+	// Operation is deploy, suspend or destroy.
+	Operation string
+	// Config is the configuration the build deploys (secrets taken out).
+	Config string
+	State  BuildState
 	// Reason says why the build is in its state, e.g. the error of a failed
 	// build; empty when there is nothing to say.
 	Reason    string
@@ -75,4 +89,40 @@ type BuildEvent struct {
 	Message string
 	// Progress is the build's completion in percent when the event happened.
 	Progress int
+}
+
+// Resource states.
+const (
+	// ResourceProvisioned: the provider made it and it is in use.
+	ResourceProvisioned = "provisioned"
+	// ResourceKept: its app is disabled without deleteData; the data stays.
+	ResourceKept = "kept"
+	// ResourceRetained: deprovisioned with retain (a backup bucket after a destroy)
+	// until RetainUntil.
+	ResourceRetained = "retained"
+	// ResourceStopped: an instance stopped by a suspend; its volumes stay.
+	ResourceStopped = "stopped"
+)
+
+// Resource is one resource a deployment holds at a provider.
+type Resource struct {
+	DeploymentID string `gorm:"primaryKey"`
+	// Name is the instance name: <app>-<request> or <app>-<node>.
+	Name     string `gorm:"primaryKey"`
+	App      string
+	Type     string
+	Provider string
+	// Spec is the request as last provisioned; SpecHash its digest.
+	Spec     string
+	SpecHash string
+	// Result is the provider's result with its secret references resolvable by the
+	// secret resource; never a secret value.
+	Result string
+	// SecretInstance is the instance of the secret resource that keeps the values the
+	// provider returned, SecretRefs their references by key (a JSON object).
+	SecretInstance string
+	SecretRefs     string
+	State          string
+	RetainUntil    *time.Time
+	UpdatedAt      time.Time
 }

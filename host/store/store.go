@@ -96,10 +96,17 @@ func openSQLite(ctx context.Context, dataDir string) (*Store, error) {
 	if dataDir == "" {
 		return nil, errors.New(`data_dir: must be set when database is "sqlite"`)
 	}
-	if err := os.MkdirAll(dataDir, 0o750); err != nil {
+	// Others may pass through the data dir but not list it: plugins that run servers as
+	// unprivileged users (the managed PostgreSQL cluster) keep their state below it.
+	if err := os.MkdirAll(dataDir, 0o711); err != nil {
 		return nil, fmt.Errorf("data_dir: %w", err)
 	}
 	path := filepath.Join(dataDir, "fedhost.db")
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		if err := createPrivate(f); err != nil {
+			return nil, fmt.Errorf("data_dir: %w", err)
+		}
+	}
 	gormDB, err := sql.Open("sqlite", path+sqliteParams)
 	if err != nil {
 		return nil, fmt.Errorf("database: opening %s: %w", path, err)
@@ -224,3 +231,17 @@ func (s *Store) RiverSQLite() *sql.DB { return s.riverSQLite }
 // RiverPgx returns the connection pool River uses on PostgreSQL, or nil on
 // SQLite.
 func (s *Store) RiverPgx() *pgxpool.Pool { return s.riverPgx }
+
+// createPrivate makes sure a database file exists with mode 0600 before SQLite opens it:
+// SQLite would create it readable by every user of the machine.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Chmod(0o600); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

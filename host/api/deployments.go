@@ -1,0 +1,273 @@
+package api
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/fedhost/fedhost/host/catalog"
+	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/sdk/contract"
+)
+
+type handlers struct{ d Deps }
+
+func (h *handlers) routes(r fiber.Router) {
+	r.Get("/catalog", h.catalog)
+	r.Get("/catalog/:app/schema", h.appSchema)
+	r.Get("/schema", h.schema)
+	r.Get("/schema/renames", h.renames)
+	r.Get("/deployments", h.listDeployments)
+	r.Post("/deployments", h.createDeployment)
+	r.Get("/deployments/:id", h.getDeployment)
+	r.Delete("/deployments/:id", h.destroy)
+	r.Post("/deployments/:id/submit", h.submit)
+	r.Post("/deployments/:id/preview", h.preview)
+	r.Post("/deployments/:id/suspend", h.suspend)
+	r.Post("/deployments/:id/resume", h.resume)
+	r.Get("/deployments/:id/builds", h.listBuilds)
+	r.Get("/builds/:id", h.getBuild)
+}
+
+// CatalogApp is one app of the catalog.
+type CatalogApp struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Summary string `json:"summary"`
+	// Icon is a data: URL, empty when the app has none.
+	Icon string `json:"icon,omitempty"`
+}
+
+func (h *handlers) catalog(c *fiber.Ctx) error {
+	out := []CatalogApp{}
+	for _, a := range h.d.Engine.Catalog().Apps() {
+		item := CatalogApp{Name: a.Name, Version: a.Version, Summary: a.Summary}
+		if len(a.Icon) > 0 {
+			item.Icon = "data:" + a.IconMediaType + ";base64," + base64.StdEncoding.EncodeToString(a.Icon)
+		}
+		out = append(out, item)
+	}
+	return c.JSON(out)
+}
+
+func (h *handlers) appSchema(c *fiber.Ctx) error {
+	a, ok := h.d.Engine.Catalog().App(c.Params("app"))
+	if !ok {
+		return &deploy.Error{Code: deploy.CodeNotFound, Message: "no app " + c.Params("app") + " in the catalog"}
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(a.Schema)
+}
+
+func (h *handlers) schema(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(h.d.Engine.Catalog().Schema())
+}
+
+func (h *handlers) renames(c *fiber.Ctx) error {
+	type rename struct {
+		From  string `json:"from"`
+		To    string `json:"to"`
+		Since string `json:"since"`
+	}
+	out := map[string][]rename{}
+	for _, a := range h.d.Engine.Catalog().Apps() {
+		list := []rename{}
+		for _, r := range a.Renames {
+			list = append(list, rename{From: r.From, To: r.To, Since: r.Since})
+		}
+		out[a.Name] = list
+	}
+	return c.JSON(out)
+}
+
+// Deployment is a deployment as the API shows it.
+type Deployment struct {
+	ID        string          `json:"id"`
+	Namespace string          `json:"namespace"`
+	Name      string          `json:"name"`
+	Owner     string          `json:"owner"`
+	State     string          `json:"state"`
+	Config    json.RawMessage `json:"config"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
+	// Nodes maps each node to its addresses (port name to host:port).
+	Nodes map[string]map[string]string `json:"nodes,omitempty"`
+	// Retained lists resources kept after a destroy, with the end of their grace period.
+	Retained  []Retained `json:"retained,omitempty"`
+	LastBuild *Build     `json:"last_build,omitempty"`
+}
+
+// Retained is a resource kept for a grace period.
+type Retained struct {
+	Name  string    `json:"name"`
+	Type  string    `json:"type"`
+	Until time.Time `json:"until"`
+}
+
+func toDeployment(d store.Deployment) Deployment {
+	return Deployment{ID: d.ID, Namespace: d.Namespace, Name: d.Name, Owner: d.Owner, State: d.State,
+		Config: json.RawMessage(d.Config), CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+}
+
+func (h *handlers) listDeployments(c *fiber.Ctx) error {
+	ds, err := h.d.Store.ListDeployments(c.UserContext(), "")
+	if err != nil {
+		return err
+	}
+	out := make([]Deployment, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, toDeployment(d))
+	}
+	return c.JSON(out)
+}
+
+// CreateRequest creates a deployment.
+type CreateRequest struct {
+	Name      string `json:"name"`
+	Namespace string `json:"namespace"`
+}
+
+func (h *handlers) createDeployment(c *fiber.Ctx) error {
+	var req CreateRequest
+	if err := json.Unmarshal(c.Body(), &req); err != nil {
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Message: "the body is not a JSON object with name and namespace"}
+	}
+	d, err := h.d.Engine.Create(c.UserContext(), "", req.Name, req.Namespace)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(toDeployment(d))
+}
+
+func (h *handlers) getDeployment(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	d, err := h.d.Engine.Deployment(ctx, c.Params("id"))
+	if err != nil {
+		return err
+	}
+	out := toDeployment(d)
+	rows, err := h.d.Store.Resources(ctx, d.ID)
+	if err != nil {
+		return err
+	}
+	for _, r := range rows {
+		switch {
+		case r.Type == contract.Instance && r.State == store.ResourceProvisioned:
+			var ir contract.InstanceResult
+			if json.Unmarshal([]byte(r.Result), &ir) == nil {
+				if out.Nodes == nil {
+					out.Nodes = map[string]map[string]string{}
+				}
+				out.Nodes[r.Name] = ir.Addresses
+			}
+		case r.State == store.ResourceRetained && r.RetainUntil != nil:
+			out.Retained = append(out.Retained, Retained{Name: r.Name, Type: r.Type, Until: *r.RetainUntil})
+		}
+	}
+	if builds, err := h.d.Store.ListBuilds(ctx, d.ID, 1); err == nil && len(builds) > 0 {
+		b := toBuild(builds[0])
+		out.LastBuild = &b
+	}
+	return c.JSON(out)
+}
+
+// Build is a build as the API shows it.
+type Build struct {
+	ID           string               `json:"id"`
+	DeploymentID string               `json:"deployment_id"`
+	Operation    string               `json:"operation"`
+	State        string               `json:"state"`
+	Reason       string               `json:"reason,omitempty"`
+	CreatedAt    time.Time            `json:"created_at"`
+	StartedAt    *time.Time           `json:"started_at,omitempty"`
+	FinishedAt   *time.Time           `json:"finished_at,omitempty"`
+	Events       []Event              `json:"events,omitempty"`
+	Unmigrated   []catalog.Unmigrated `json:"unmigrated,omitempty"`
+}
+
+// Event is one line of a build's log.
+type Event struct {
+	Seq      int       `json:"seq"`
+	Time     time.Time `json:"time"`
+	Step     string    `json:"step"`
+	Level    string    `json:"level"`
+	Message  string    `json:"message"`
+	Progress int       `json:"progress"`
+}
+
+func toBuild(b store.Build) Build {
+	return Build{ID: b.ID, DeploymentID: b.DeploymentID, Operation: b.Operation, State: string(b.State), Reason: b.Reason,
+		CreatedAt: b.CreatedAt, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt}
+}
+
+func (h *handlers) submit(c *fiber.Ctx) error {
+	b, unmigrated, err := h.d.Engine.Submit(c.UserContext(), c.Params("id"), c.Body())
+	if err != nil {
+		return err
+	}
+	out := toBuild(b)
+	out.Unmigrated = unmigrated
+	return c.Status(fiber.StatusAccepted).JSON(out)
+}
+
+func (h *handlers) preview(c *fiber.Ctx) error {
+	p, err := h.d.Engine.Preview(c.UserContext(), c.Params("id"), c.Body())
+	if err != nil {
+		return err
+	}
+	return c.JSON(p)
+}
+
+func (h *handlers) suspend(c *fiber.Ctx) error {
+	return h.accepted(c, h.d.Engine.Suspend)
+}
+
+func (h *handlers) resume(c *fiber.Ctx) error {
+	return h.accepted(c, h.d.Engine.Resume)
+}
+
+func (h *handlers) destroy(c *fiber.Ctx) error {
+	return h.accepted(c, h.d.Engine.Destroy)
+}
+
+func (h *handlers) accepted(c *fiber.Ctx, op func(ctx context.Context, id string) (store.Build, error)) error {
+	b, err := op(c.UserContext(), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusAccepted).JSON(toBuild(b))
+}
+
+func (h *handlers) listBuilds(c *fiber.Ctx) error {
+	builds, err := h.d.Store.ListBuilds(c.UserContext(), c.Params("id"), 50)
+	if err != nil {
+		return err
+	}
+	out := make([]Build, 0, len(builds))
+	for _, b := range builds {
+		out = append(out, toBuild(b))
+	}
+	return c.JSON(out)
+}
+
+func (h *handlers) getBuild(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	b, err := h.d.Store.GetBuild(ctx, c.Params("id"))
+	if err != nil {
+		return err
+	}
+	events, err := h.d.Store.BuildEvents(ctx, b.ID)
+	if err != nil {
+		return err
+	}
+	out := toBuild(b)
+	for _, e := range events {
+		out.Events = append(out.Events, Event{Seq: e.Seq, Time: e.Time, Step: e.Step, Level: e.Level, Message: e.Message, Progress: e.Progress})
+	}
+	return c.JSON(out)
+}

@@ -1,0 +1,146 @@
+package catalog
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/fedhost/fedhost/host/plugins"
+	"github.com/fedhost/fedhost/sdk"
+	"github.com/fedhost/fedhost/sdk/app"
+	"github.com/fedhost/fedhost/sdk/schema"
+)
+
+// App is one app of the catalog.
+type App struct {
+	Name          string
+	Version       string
+	Summary       string
+	Schema        json.RawMessage
+	Icon          []byte
+	IconMediaType string
+	Renames       []app.Rename
+	// Plugin runs the app.
+	Plugin *plugins.Plugin
+}
+
+// Catalog is the apps of one set of loaded plugins, with their composed schema.
+type Catalog struct {
+	apps     []*App
+	byName   map[string]*App
+	schema   json.RawMessage
+	compiled *jsonschema.Schema
+}
+
+// Load asks every app plugin of m (the newest version of each) for its schema and renames.
+func Load(ctx context.Context, m *plugins.Manager) (*Catalog, error) {
+	c := &Catalog{byName: map[string]*App{}}
+	for _, p := range m.Plugins() {
+		if p.Kind != sdk.KindApp {
+			continue
+		}
+		newest, _ := m.Find(sdk.KindApp, p.Name, "")
+		if newest != p {
+			continue
+		}
+		cl, err := p.Client()
+		if err != nil {
+			return nil, err
+		}
+		desc := p.Description()
+		sc, err := cl.App().Schema(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("app %s: schema: %w", desc, err)
+		}
+		if _, err := schema.Compile(desc.Name+".json", sc.JSON); err != nil {
+			return nil, fmt.Errorf("app %s: %w", desc, err)
+		}
+		renames, err := cl.App().Renames(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("app %s: renames: %w", desc, err)
+		}
+		a := &App{Name: desc.Name, Version: desc.Version, Summary: desc.Summary, Schema: sc.JSON,
+			Icon: sc.Icon, IconMediaType: sc.IconMediaType, Renames: renames, Plugin: p}
+		c.apps = append(c.apps, a)
+		c.byName[a.Name] = a
+	}
+	sort.Slice(c.apps, func(i, j int) bool { return c.apps[i].Name < c.apps[j].Name })
+	if err := c.compose(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Apps lists the apps by name.
+func (c *Catalog) Apps() []*App { return c.apps }
+
+// App returns the app called name.
+func (c *Catalog) App(name string) (*App, bool) {
+	a, ok := c.byName[name]
+	return a, ok
+}
+
+// Schema is the composed deployment schema.
+func (c *Catalog) Schema() json.RawMessage { return c.schema }
+
+// DomainPattern is what the host accepts as a deployment's domain.
+const DomainPattern = `^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`
+
+func (c *Catalog) compose() error {
+	apps := map[string]any{}
+	var defs = map[string]any{}
+	for i, a := range c.apps {
+		var appSchema map[string]any
+		if err := json.Unmarshal(a.Schema, &appSchema); err != nil {
+			return fmt.Errorf("app %s: schema: %w", a.Name, err)
+		}
+		delete(appSchema, "$schema")
+		defs[a.Name] = appSchema
+		apps[a.Name] = map[string]any{
+			"type":                 "object",
+			"title":                a.Summary,
+			"additionalProperties": false,
+			"x-order":              i + 1,
+			"properties": map[string]any{
+				"enable": map[string]any{"type": "boolean", "title": "Enable " + a.Name, "default": false, "x-order": 1},
+				"deleteData": map[string]any{"type": "boolean", "title": "Delete its data when disabled", "default": false, "x-order": 2,
+					"description": "With the app disabled, the next deploy deletes its database, buckets and secrets. Without this, a disabled app keeps its data."},
+				"options": map[string]any{"$ref": "#/$defs/" + a.Name, "x-order": 3},
+			},
+			"default": map[string]any{},
+		}
+	}
+	doc := map[string]any{
+		"$schema":              "https://json-schema.org/draft/2020-12/schema",
+		"title":                "Deployment",
+		"type":                 "object",
+		"additionalProperties": false,
+		"required":             []string{"domain"},
+		"properties": map[string]any{
+			"domain": map[string]any{"type": "string", "title": "Domain", "x-order": 1, "pattern": DomainPattern, "maxLength": 253,
+				"description": "The operator's domain, e.g. example.org; apps are served on it."},
+			"apps": map[string]any{"type": "object", "title": "Applications", "x-order": 2, "additionalProperties": false,
+				"properties": apps, "default": map[string]any{}},
+		},
+		"$defs": defs,
+	}
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	compiled, err := schema.Compile("deployment.json", raw)
+	if err != nil {
+		return fmt.Errorf("composing the deployment schema: %w", err)
+	}
+	c.schema, c.compiled = raw, compiled
+	return nil
+}
+
+// Validate checks a deployment configuration; the error names the JSON pointer of the
+// first wrong value (as "config/...") and never the value.
+func (c *Catalog) Validate(config json.RawMessage) error {
+	return schema.Validate(c.compiled, "config", config)
+}

@@ -1,0 +1,148 @@
+package catalog
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// Config is a deployment configuration as the composed schema describes it.
+type Config struct {
+	Domain string               `json:"domain"`
+	Apps   map[string]AppConfig `json:"apps,omitempty"`
+}
+
+// AppConfig is one app's part of a configuration.
+type AppConfig struct {
+	Enable     bool            `json:"enable"`
+	DeleteData bool            `json:"deleteData"`
+	Options    json.RawMessage `json:"options,omitempty"`
+}
+
+// ParseConfig reads a configuration that passed Validate.
+func ParseConfig(raw json.RawMessage) (Config, error) {
+	var c Config
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return Config{}, fmt.Errorf("configuration: %w", err)
+	}
+	return c, nil
+}
+
+// OptionsOrEmpty returns the app's options, "{}" when none are set.
+func (a AppConfig) OptionsOrEmpty() json.RawMessage {
+	if len(a.Options) == 0 || string(a.Options) == "null" {
+		return json.RawMessage("{}")
+	}
+	return a.Options
+}
+
+// Unmigrated is a rename that could not move its value.
+type Unmigrated struct {
+	App      string `json:"app"`
+	From, To string
+	Reason   string `json:"reason"`
+}
+
+// ApplyRenames moves, in each app's options, the values at a rename's From to its To
+// (JSON pointers within the options), in the order of the renames log. A rename whose
+// target is already set, or whose target's parent is not an object, is reported and the
+// value stays where it is.
+func (c *Catalog) ApplyRenames(raw json.RawMessage) (json.RawMessage, []Unmigrated, error) {
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, nil, fmt.Errorf("configuration is not a JSON object: %w", err)
+	}
+	apps, _ := doc["apps"].(map[string]any)
+	var report []Unmigrated
+	for name, v := range apps {
+		a, ok := c.byName[name]
+		if !ok || len(a.Renames) == 0 {
+			continue
+		}
+		appCfg, _ := v.(map[string]any)
+		opts, _ := appCfg["options"].(map[string]any)
+		if opts == nil {
+			continue
+		}
+		for _, r := range a.Renames {
+			val, found := pointerGet(opts, r.From)
+			if !found {
+				continue
+			}
+			if _, exists := pointerGet(opts, r.To); exists {
+				report = append(report, Unmigrated{App: name, From: r.From, To: r.To, Reason: "the new option is already set"})
+				continue
+			}
+			if !SetPointer(opts, r.To, val) {
+				report = append(report, Unmigrated{App: name, From: r.From, To: r.To, Reason: "the new option's parent is not an object"})
+				continue
+			}
+			pointerDelete(opts, r.From)
+		}
+	}
+	out, err := json.Marshal(doc)
+	return out, report, err
+}
+
+func tokens(pointer string) []string {
+	pointer = strings.TrimPrefix(pointer, "/")
+	if pointer == "" {
+		return nil
+	}
+	parts := strings.Split(pointer, "/")
+	for i, p := range parts {
+		parts[i] = strings.ReplaceAll(strings.ReplaceAll(p, "~1", "/"), "~0", "~")
+	}
+	return parts
+}
+
+func pointerGet(doc map[string]any, pointer string) (any, bool) {
+	var cur any = doc
+	for _, t := range tokens(pointer) {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[t]; !ok {
+			return nil, false
+		}
+	}
+	return cur, len(tokens(pointer)) > 0
+}
+
+// SetPointer sets the value at a JSON pointer in doc, making missing objects on the
+// way; it reports false when a parent is not an object.
+func SetPointer(doc map[string]any, pointer string, v any) bool {
+	toks := tokens(pointer)
+	if len(toks) == 0 {
+		return false
+	}
+	cur := doc
+	for _, t := range toks[:len(toks)-1] {
+		next, ok := cur[t]
+		if !ok {
+			m := map[string]any{}
+			cur[t] = m
+			cur = m
+			continue
+		}
+		if cur, ok = next.(map[string]any); !ok {
+			return false
+		}
+	}
+	cur[toks[len(toks)-1]] = v
+	return true
+}
+
+func pointerDelete(doc map[string]any, pointer string) {
+	toks := tokens(pointer)
+	cur := doc
+	for _, t := range toks[:len(toks)-1] {
+		next, ok := cur[t].(map[string]any)
+		if !ok {
+			return
+		}
+		cur = next
+	}
+	delete(cur, toks[len(toks)-1])
+}

@@ -1,0 +1,394 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/fedhost/fedhost/host/catalog"
+	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/sdk/contract"
+	"github.com/fedhost/fedhost/sdk/resource"
+)
+
+// run is one build in progress: its events and what it knows of the deployment.
+type run struct {
+	e      *Engine
+	build  store.Build
+	d      store.Deployment
+	rows   map[string]store.Resource
+	owners map[string]string // secret reference -> secret instance
+}
+
+func (r *run) event(level, stepName string, progress int, format string, args ...any) {
+	ev := store.BuildEvent{BuildID: r.build.ID, Step: stepName, Level: level, Message: fmt.Sprintf(format, args...), Progress: progress}
+	if _, err := r.e.opts.Store.AppendBuildEvent(context.Background(), ev); err != nil {
+		r.e.log.Error("recording a build event", "build_id", r.build.ID, "error", err)
+	}
+}
+
+// Build runs a queued build: the queue's builder.
+func (e *Engine) Build(ctx context.Context, buildID string, _ func(step, message string)) error {
+	b, err := e.opts.Store.GetBuild(ctx, buildID)
+	if err != nil {
+		return err
+	}
+	d, err := e.opts.Store.GetDeployment(ctx, b.DeploymentID)
+	if err != nil {
+		return err
+	}
+	r := &run{e: e, build: b, d: d}
+	if err := r.load(ctx); err != nil {
+		return err
+	}
+	switch b.Operation {
+	case store.OperationSuspend:
+		err = r.suspend(ctx)
+	case store.OperationDestroy:
+		err = r.destroy(ctx)
+	default:
+		err = r.deploy(ctx)
+	}
+	state := map[string]string{store.OperationSuspend: StateSuspended, store.OperationDestroy: StateDestroyed, store.OperationDeploy: StateActive}[b.Operation]
+	if err != nil {
+		state = StateFailed
+		r.event(store.LevelError, "verdict", 100, "%v", err)
+	}
+	if uerr := e.opts.Store.UpdateDeployment(context.WithoutCancel(ctx), d.ID, map[string]any{"state": state}); uerr != nil {
+		e.log.Error("recording the deployment's state", "deployment", d.ID, "error", uerr)
+	}
+	return err
+}
+
+func (r *run) load(ctx context.Context) error {
+	rows, err := r.e.opts.Store.Resources(ctx, r.d.ID)
+	if err != nil {
+		return err
+	}
+	r.rows = map[string]store.Resource{}
+	for _, row := range rows {
+		r.rows[row.Name] = row
+	}
+	r.owners = secretOwners(rows)
+	return nil
+}
+
+func (r *run) deploy(ctx context.Context) error {
+	if err := r.e.opts.Store.UpdateDeployment(ctx, r.d.ID, map[string]any{"state": StateDeploying}); err != nil {
+		return err
+	}
+	cfg, err := catalog.ParseConfig(json.RawMessage(r.build.Config))
+	if err != nil {
+		return err
+	}
+	refs := r.e.storedRefs(r.d)
+	options := map[string]json.RawMessage{}
+	for name, a := range cfg.Apps {
+		options[name] = placeholderOptions(a.OptionsOrEmpty(), name, refs)
+	}
+	for _, ref := range refs {
+		r.owners[ref] = operatorInstance
+	}
+
+	// Everything is asked and checked before anything changes.
+	r.event(store.LevelInfo, "plan", 2, "asking the enabled apps what they need")
+	plans, err := r.e.plan(ctx, r.d, cfg, options)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	existing := map[string]json.RawMessage{}
+	for name, row := range r.rows {
+		existing[name] = json.RawMessage(row.Result)
+	}
+	total := 0
+	for _, ap := range plans {
+		if _, err := r.e.render(ctx, r.d, cfg.Domain, ap, stubResults(ap.Steps, existing)); err != nil {
+			return fmt.Errorf("plan: %w", err)
+		}
+		total += len(ap.Steps) + 1
+	}
+	r.event(store.LevelInfo, "plan", 5, "%d apps, %d resources and their nodes checked with their providers", len(plans), total-len(plans))
+
+	done := 0
+	progress := func() int { return 5 + 85*done/max(total, 1) }
+	keep := map[string]bool{}
+	for _, ap := range plans {
+		results := map[string]json.RawMessage{}
+		for _, s := range ap.Steps {
+			res, err := r.provision(ctx, s, progress())
+			if err != nil {
+				return err
+			}
+			results[s.Request] = res
+			keep[s.Name] = true
+			done++
+		}
+		nodes, err := r.e.render(ctx, r.d, cfg.Domain, ap, results)
+		if err != nil {
+			return err
+		}
+		for _, n := range nodes {
+			res, err := r.provision(ctx, n, progress())
+			if err != nil {
+				return err
+			}
+			var ir contract.InstanceResult
+			if err := json.Unmarshal(res, &ir); err != nil || ir.State != "running" {
+				return fmt.Errorf("node %s is %s, not running: %s", n.Name, ir.State, ir.Message)
+			}
+			r.event(store.LevelInfo, "verdict", progress(), "node %s is healthy at %s", n.Name, addresses(ir))
+			keep[n.Name] = true
+		}
+		done++
+	}
+	if err := r.removeUnplanned(ctx, cfg, keep); err != nil {
+		return err
+	}
+	r.event(store.LevelInfo, "verdict", 100, "all nodes are healthy")
+	return nil
+}
+
+func addresses(ir contract.InstanceResult) string {
+	var out []string
+	for name, a := range ir.Addresses {
+		out = append(out, name+"="+a)
+	}
+	sort.Strings(out)
+	return strings.Join(out, " ")
+}
+
+// provision makes or reconciles one resource or node and records it.
+func (r *run) provision(ctx context.Context, s step, progress int) (json.RawMessage, error) {
+	r.event("info", "provision", progress, "%s %s (%s by %s)", verb(r.rows, s), s.Name, s.Type, s.Provider)
+	row, had := r.rows[s.Name]
+	secrets := map[string][]byte{}
+	if had {
+		refs := map[string]string{}
+		_ = json.Unmarshal([]byte(row.SecretRefs), &refs)
+		for key, ref := range refs {
+			v, err := r.e.reveal(ctx, r.d.Namespace, row.SecretInstance, ref)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", s.Name, err)
+			}
+			secrets[key] = v
+		}
+	}
+	if s.Type == contract.Instance {
+		var spec contract.InstanceRequest
+		if err := json.Unmarshal(s.Spec, &spec); err != nil {
+			return nil, fmt.Errorf("node %s: %w", s.Name, err)
+		}
+		for _, ref := range placeholders(spec) {
+			owner, ok := r.owners[ref]
+			if !ok {
+				return nil, fmt.Errorf("node %s names secret %s, which no resource of this deployment holds", s.Name, ref)
+			}
+			v, err := r.e.reveal(ctx, r.d.Namespace, owner, ref)
+			if err != nil {
+				return nil, fmt.Errorf("node %s: %w", s.Name, err)
+			}
+			secrets[ref] = v
+		}
+	}
+	res, err := s.client.Provision(ctx, resource.Request{Tenant: r.d.Namespace, Instance: s.Name, Type: s.Type, Spec: s.Spec, Secrets: secrets})
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s by %s): %w", s.Name, s.Type, s.Provider, err)
+	}
+	data := res.Data
+	secretInstance, refs := "", map[string]string{}
+	if len(res.Secrets) > 0 {
+		secretInstance = s.Name + "-creds"
+		files := map[string]contract.SecretFile{}
+		for key := range res.Secrets {
+			files[key] = contract.SecretFile{Supplied: true}
+		}
+		if refs, err = r.e.keep(ctx, r.d.Namespace, secretInstance, files, res.Secrets); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		if data, err = rewriteRefs(data, refs); err != nil {
+			return nil, fmt.Errorf("%s: result: %w", s.Name, err)
+		}
+		for _, ref := range refs {
+			r.owners[ref] = secretInstance
+		}
+	}
+	if s.Type == contract.Secret {
+		var sr contract.SecretResult
+		if json.Unmarshal(data, &sr) == nil {
+			for _, f := range sr.Files {
+				r.owners[f.Ref] = s.Name
+			}
+		}
+	}
+	refsJSON, _ := json.Marshal(refs)
+	newRow := store.Resource{DeploymentID: r.d.ID, Name: s.Name, App: s.App, Type: s.Type, Provider: s.Provider,
+		Spec: string(s.Spec), SpecHash: s.hash(), Result: string(data), SecretInstance: secretInstance,
+		SecretRefs: string(refsJSON), State: store.ResourceProvisioned}
+	if err := r.e.opts.Store.PutResource(context.WithoutCancel(ctx), newRow); err != nil {
+		return nil, err
+	}
+	r.rows[s.Name] = newRow
+	return data, nil
+}
+
+func verb(rows map[string]store.Resource, s step) string {
+	row, ok := rows[s.Name]
+	switch {
+	case !ok:
+		return "creating"
+	case row.SpecHash == s.hash() && row.State == store.ResourceProvisioned:
+		return "checking"
+	}
+	return "changing"
+}
+
+// removeUnplanned handles what the deployment holds and the configuration no longer asks
+// for: a disabled app keeps its data (its nodes stop) unless deleteData is set.
+func (r *run) removeUnplanned(ctx context.Context, cfg catalog.Config, planned map[string]bool) error {
+	var gone []store.Resource
+	for name, row := range r.rows {
+		if !planned[name] && row.State != store.ResourceRetained {
+			gone = append(gone, row)
+		}
+	}
+	sortReverse(gone)
+	for _, row := range gone {
+		a := cfg.Apps[row.App]
+		keepData := !a.Enable && !a.DeleteData && row.Type != contract.Instance && row.Name != operatorInstance
+		if keepData {
+			if row.State != store.ResourceKept {
+				row.State = store.ResourceKept
+				if err := r.e.opts.Store.PutResource(ctx, row); err != nil {
+					return err
+				}
+				r.event(store.LevelInfo, "cleanup", 95, "keeping %s: app %s is disabled and keeps its data", row.Name, row.App)
+			}
+			continue
+		}
+		if err := r.deprovision(ctx, row, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sortReverse orders rows for removal: nodes first, secrets last.
+func sortReverse(rows []store.Resource) {
+	sort.SliceStable(rows, func(i, j int) bool {
+		ri, rj := typeRank(rows[i].Type), typeRank(rows[j].Type)
+		if ri != rj {
+			return ri > rj
+		}
+		return rows[i].Name > rows[j].Name
+	})
+}
+
+// deprovision removes one resource (and the secrets the host kept for it), or with retain
+// keeps its data.
+func (r *run) deprovision(ctx context.Context, row store.Resource, retain bool) error {
+	client, _, err := r.e.route(row.Type)
+	if err != nil {
+		return fmt.Errorf("removing %s: %w", row.Name, err)
+	}
+	what := "removing"
+	if retain {
+		what = "keeping the data of"
+	}
+	r.event(store.LevelInfo, "deprovision", 95, "%s %s (%s by %s)", what, row.Name, row.Type, row.Provider)
+	if err := client.Deprovision(ctx, resource.DeprovisionRequest{Tenant: r.d.Namespace, Instance: row.Name, Type: row.Type,
+		Spec: json.RawMessage(row.Spec), Retain: retain}); err != nil {
+		return fmt.Errorf("removing %s (%s by %s): %w", row.Name, row.Type, row.Provider, err)
+	}
+	if row.SecretInstance != "" && !retain {
+		secrets, _, err := r.e.route(contract.Secret)
+		if err != nil {
+			return err
+		}
+		if err := secrets.Deprovision(ctx, resource.DeprovisionRequest{Tenant: r.d.Namespace, Instance: row.SecretInstance, Type: contract.Secret}); err != nil {
+			return fmt.Errorf("removing the secrets of %s: %w", row.Name, err)
+		}
+	}
+	if retain {
+		return nil
+	}
+	delete(r.rows, row.Name)
+	return r.e.opts.Store.DeleteResource(context.WithoutCancel(ctx), r.d.ID, row.Name)
+}
+
+// suspend stops the nodes and keeps everything else.
+func (r *run) suspend(ctx context.Context) error {
+	for _, row := range r.sorted() {
+		if row.Type != contract.Instance || row.State != store.ResourceProvisioned {
+			continue
+		}
+		if err := r.deprovision(ctx, row, true); err != nil {
+			return err
+		}
+		row.State = store.ResourceStopped
+		if err := r.e.opts.Store.PutResource(ctx, row); err != nil {
+			return err
+		}
+	}
+	r.event(store.LevelInfo, "verdict", 100, "suspended: the nodes are stopped and all data is kept")
+	return nil
+}
+
+// destroy removes everything in reverse order but backup buckets, which are kept until
+// the grace period ends.
+func (r *run) destroy(ctx context.Context) error {
+	rows := r.sorted()
+	for _, row := range rows {
+		if row.State == store.ResourceRetained {
+			continue
+		}
+		if row.Type == contract.S3 && backupOnly(row.Spec) {
+			if err := r.deprovision(ctx, row, true); err != nil {
+				return err
+			}
+			until := r.e.now().Add(r.e.opts.BackupGrace).UTC()
+			row.State, row.RetainUntil = store.ResourceRetained, &until
+			if err := r.e.opts.Store.PutResource(ctx, row); err != nil {
+				return err
+			}
+			r.event(store.LevelInfo, "deprovision", 95, "kept the backups of %s until %s", row.Name, until.Format("2006-01-02"))
+			continue
+		}
+		if err := r.deprovision(ctx, row, false); err != nil {
+			return err
+		}
+	}
+	secrets, _, err := r.e.route(contract.Secret)
+	if err == nil {
+		err = secrets.Deprovision(ctx, resource.DeprovisionRequest{Tenant: r.d.Namespace, Instance: operatorInstance, Type: contract.Secret})
+	}
+	if err != nil {
+		return fmt.Errorf("removing the operator's secrets: %w", err)
+	}
+	r.event(store.LevelInfo, "verdict", 100, "destroyed")
+	return nil
+}
+
+func (r *run) sorted() []store.Resource {
+	rows := make([]store.Resource, 0, len(r.rows))
+	for _, row := range r.rows {
+		rows = append(rows, row)
+	}
+	sortReverse(rows)
+	return rows
+}
+
+// backupOnly reports whether every bucket of an s3 request is a backup bucket.
+func backupOnly(spec string) bool {
+	var req contract.S3Request
+	if json.Unmarshal([]byte(spec), &req) != nil || len(req.Buckets) == 0 {
+		return false
+	}
+	for _, b := range req.Buckets {
+		if !b.Backup {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,286 @@
+package deploy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fedhost/fedhost/host/catalog"
+	"github.com/fedhost/fedhost/host/config"
+	"github.com/fedhost/fedhost/host/plugins"
+	"github.com/fedhost/fedhost/host/queue"
+	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/sdk"
+	"github.com/fedhost/fedhost/sdk/contract"
+	"github.com/fedhost/fedhost/sdk/resource"
+)
+
+// Deployment states.
+const (
+	StateNew        = "new"
+	StateDeploying  = "deploying"
+	StateActive     = "active"
+	StateFailed     = "failed"
+	StateSuspended  = "suspended"
+	StateDestroyed  = "destroyed"
+	defaultMaxQueue = 64
+)
+
+// Options configure an Engine.
+type Options struct {
+	Store   *store.Store
+	Plugins *plugins.Manager
+	Catalog *catalog.Catalog
+	// Environment says which provider answers each resource type.
+	Environment []config.Resource
+	Logger      hclog.Logger
+	// MaxQueued bounds the builds queued or running across all deployments (64).
+	MaxQueued int
+	// BackupGrace is how long backup buckets outlive a destroy (30 days).
+	BackupGrace time.Duration
+}
+
+// Engine runs submits and builds.
+type Engine struct {
+	opts  Options
+	queue *queue.Queue
+	log   hclog.Logger
+	now   func() time.Time
+}
+
+// New returns an engine; give it its queue with SetQueue before submitting.
+func New(opts Options) *Engine {
+	if opts.Logger == nil {
+		opts.Logger = hclog.NewNullLogger()
+	}
+	if opts.MaxQueued <= 0 {
+		opts.MaxQueued = defaultMaxQueue
+	}
+	if opts.BackupGrace <= 0 {
+		opts.BackupGrace = 30 * 24 * time.Hour
+	}
+	return &Engine{opts: opts, log: opts.Logger, now: time.Now}
+}
+
+// SetQueue connects the queue that runs the engine's builds (the queue needs the engine
+// as its builder, so one of them is made first).
+func (e *Engine) SetQueue(q *queue.Queue) { e.queue = q }
+
+// Catalog is the catalog the engine validates against.
+func (e *Engine) Catalog() *catalog.Catalog { return e.opts.Catalog }
+
+// route returns the provider of a resource type in the environment.
+func (e *Engine) route(typ string) (*resource.Client, string, error) {
+	var name string
+	for _, r := range e.opts.Environment {
+		if r.Type == typ {
+			name = r.Provider
+		}
+	}
+	if name == "" {
+		return nil, "", fmt.Errorf("the environment names no provider for resource type %q: add a resource %q block to fedhost.hcl", typ, typ)
+	}
+	p, ok := e.opts.Plugins.Find(sdk.KindResource, name, "")
+	if !ok {
+		return nil, name, fmt.Errorf("resource type %q: provider %q is not installed (no fedhost-resource-%s in the plugin directory)", typ, name, name)
+	}
+	serves := false
+	for _, s := range p.Description().Serves {
+		serves = serves || s == typ
+	}
+	if !serves {
+		return nil, name, fmt.Errorf("resource type %q: provider %q serves %v", typ, name, p.Description().Serves)
+	}
+	c, err := p.Client()
+	if err != nil {
+		return nil, name, err
+	}
+	return c.Resource(), name, nil
+}
+
+// Create stores a new deployment of owner.
+func (e *Engine) Create(ctx context.Context, owner, name, namespace string) (store.Deployment, error) {
+	if name == "" {
+		name = namespace
+	}
+	d, err := e.opts.Store.CreateDeployment(ctx, store.Deployment{
+		Namespace: namespace, Name: name, Owner: owner, State: StateNew,
+		Config: "{}", SecretRefs: "{}", CatalogRevision: "",
+	})
+	switch {
+	case errors.Is(err, store.ErrConflict):
+		return d, refuse(CodeConflict, "/namespace", "%v", err)
+	case err != nil && d.ID == "":
+		if errors.Is(err, store.ErrNotFound) {
+			return d, err
+		}
+		return d, refuse(CodeInvalidConfiguration, "/namespace", "%v", err)
+	}
+	return d, nil
+}
+
+// Deployment returns a deployment.
+func (e *Engine) Deployment(ctx context.Context, id string) (store.Deployment, error) {
+	d, err := e.opts.Store.GetDeployment(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return d, refuse(CodeNotFound, "", "deployment %s does not exist", id)
+	}
+	return d, err
+}
+
+// Submit validates a configuration and queues a build of it. A refusal changes nothing.
+func (e *Engine) Submit(ctx context.Context, deploymentID string, raw json.RawMessage) (store.Build, []catalog.Unmigrated, error) {
+	d, err := e.Deployment(ctx, deploymentID)
+	if err != nil {
+		return store.Build{}, nil, err
+	}
+	if d.State == StateDestroyed {
+		return store.Build{}, nil, refuse(CodeConflict, "", "deployment %s is destroyed", d.ID)
+	}
+	cfg, refs, unmigrated, err := e.check(ctx, d, raw)
+	if err != nil {
+		return store.Build{}, unmigrated, err
+	}
+	b, err := e.enqueue(ctx, d, store.OperationDeploy, cfg, refs)
+	return b, unmigrated, err
+}
+
+// check applies renames, validates, and moves the secrets the operator typed to the
+// secret resource; it returns the configuration to store and the secrets' references.
+func (e *Engine) check(ctx context.Context, d store.Deployment, raw json.RawMessage) (json.RawMessage, map[string]string, []catalog.Unmigrated, error) {
+	cat := e.opts.Catalog
+	migrated, unmigrated, err := cat.ApplyRenames(raw)
+	if err != nil {
+		return nil, nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is not a JSON object")
+	}
+	if err := cat.Validate(migrated); err != nil {
+		return nil, nil, unmigrated, refuse(CodeInvalidConfiguration, "/"+trimConfigPrefix(sdk.FieldOf(err)), "%s", messageOf(err))
+	}
+	refs := map[string]string{}
+	if err := json.Unmarshal([]byte(d.SecretRefs), &refs); err != nil || refs == nil {
+		refs = map[string]string{}
+	}
+	stored, refs, err := e.takeOperatorSecrets(ctx, d, migrated, refs)
+	if err != nil {
+		return nil, nil, unmigrated, err
+	}
+	return stored, refs, unmigrated, nil
+}
+
+func trimConfigPrefix(field string) string {
+	if field == "config" {
+		return ""
+	}
+	return field[len("config/"):]
+}
+
+func messageOf(err error) string {
+	var se *sdk.Error
+	if errors.As(err, &se) {
+		return se.Message
+	}
+	return err.Error()
+}
+
+// enqueue stores a build and queues it, refusing a full queue or a second build.
+func (e *Engine) enqueue(ctx context.Context, d store.Deployment, operation string, cfg json.RawMessage, refs map[string]string) (store.Build, error) {
+	if e.queue == nil {
+		return store.Build{}, errors.New("the engine has no queue")
+	}
+	builds, err := e.opts.Store.ListBuilds(ctx, d.ID, 1)
+	if err != nil {
+		return store.Build{}, err
+	}
+	if len(builds) > 0 && !builds[0].State.Finished() {
+		return store.Build{}, refuse(CodeConflict, "", "build %s of this deployment is %s: wait for it to finish", builds[0].ID, builds[0].State)
+	}
+	n, err := e.opts.Store.CountUnfinishedBuilds(ctx)
+	if err != nil {
+		return store.Build{}, err
+	}
+	if n >= int64(e.opts.MaxQueued) {
+		return store.Build{}, refuse(CodeQueueFull, "", "%d builds are queued or running, the limit of this host: submit again later", n)
+	}
+	refsJSON, _ := json.Marshal(refs)
+	b, err := e.opts.Store.SubmitBuild(ctx, d.ID, operation, string(cfg), string(refsJSON))
+	if err != nil {
+		return store.Build{}, err
+	}
+	if err := e.queue.EnqueueBuild(ctx, b.ID); err != nil {
+		reason := "could not be queued: " + err.Error()
+		_ = e.opts.Store.SetBuildState(context.WithoutCancel(ctx), b.ID, store.BuildFailed, reason)
+		if errors.Is(err, queue.ErrBuildInProgress) {
+			return store.Build{}, refuse(CodeConflict, "", "%v", err)
+		}
+		return store.Build{}, fmt.Errorf("build %s %s", b.ID, reason)
+	}
+	return b, nil
+}
+
+// Suspend queues a build that stops the deployment's instances and keeps all its data.
+func (e *Engine) Suspend(ctx context.Context, id string) (store.Build, error) {
+	d, err := e.Deployment(ctx, id)
+	if err != nil {
+		return store.Build{}, err
+	}
+	return e.enqueue(ctx, d, store.OperationSuspend, json.RawMessage(d.Config), nil)
+}
+
+// Resume queues a build of the stored configuration.
+func (e *Engine) Resume(ctx context.Context, id string) (store.Build, error) {
+	d, err := e.Deployment(ctx, id)
+	if err != nil {
+		return store.Build{}, err
+	}
+	if d.State == StateDestroyed {
+		return store.Build{}, refuse(CodeConflict, "", "deployment %s is destroyed", d.ID)
+	}
+	return e.enqueue(ctx, d, store.OperationDeploy, json.RawMessage(d.Config), e.storedRefs(d))
+}
+
+// Destroy queues a build that deprovisions everything in reverse order, keeping backup
+// buckets for the grace period.
+func (e *Engine) Destroy(ctx context.Context, id string) (store.Build, error) {
+	d, err := e.Deployment(ctx, id)
+	if err != nil {
+		return store.Build{}, err
+	}
+	return e.enqueue(ctx, d, store.OperationDestroy, json.RawMessage(d.Config), nil)
+}
+
+func (e *Engine) storedRefs(d store.Deployment) map[string]string {
+	refs := map[string]string{}
+	_ = json.Unmarshal([]byte(d.SecretRefs), &refs)
+	return refs
+}
+
+// FailLost marks builds whose process ended as failed; call it once at start.
+func (e *Engine) FailLost(ctx context.Context) error {
+	ids, err := e.queue.FailLost(ctx)
+	if err != nil {
+		return err
+	}
+	for _, id := range ids {
+		b, err := e.opts.Store.GetBuild(ctx, id)
+		if err == nil {
+			_ = e.opts.Store.UpdateDeployment(ctx, b.DeploymentID, map[string]any{"state": StateFailed})
+		}
+		e.log.Warn("build lost with its process, marked failed", "build_id", id)
+	}
+	return nil
+}
+
+// typeRank orders provisioning: secret before the services that keep their secrets in
+// it, instances last.
+func typeRank(typ string) int {
+	for i, t := range contract.Types {
+		if t == typ {
+			return i
+		}
+	}
+	return len(contract.Types)
+}

@@ -1,0 +1,312 @@
+package deploy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/fedhost/fedhost/host/catalog"
+	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/sdk"
+	"github.com/fedhost/fedhost/sdk/app"
+	"github.com/fedhost/fedhost/sdk/contract"
+	"github.com/fedhost/fedhost/sdk/resource"
+)
+
+// step is one resource of a plan: a request of an app or a node of it.
+type step struct {
+	App      string
+	Name     string // instance name: <app>-<request> or <app>-<node>
+	Request  string // the app's own name of the request or node
+	Type     string
+	Provider string
+	Spec     json.RawMessage
+	client   *resource.Client
+	// DependsOn holds instance names.
+	DependsOn []string
+}
+
+func (s step) hash() string {
+	sum := sha256.Sum256(append([]byte(s.Type+"\x00"+s.Provider+"\x00"), s.Spec...))
+	return hex.EncodeToString(sum[:])
+}
+
+// appPlan is what one enabled app needs.
+type appPlan struct {
+	App     *catalog.App
+	Options json.RawMessage
+	Steps   []step
+}
+
+// Change is one line of a preview.
+type Change struct {
+	Action   string `json:"action"` // create, change, unchanged, delete, keep
+	Name     string `json:"name"`
+	App      string `json:"app"`
+	Type     string `json:"type"`
+	Provider string `json:"provider"`
+	Kind     string `json:"kind"` // resource or node
+}
+
+// Plan is what a submit would do, changing nothing.
+type Plan struct {
+	Changes []Change `json:"changes"`
+}
+
+// plan asks every enabled app for its requests, routes each, and validates each with its
+// provider. Nothing changes.
+func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Config, options map[string]json.RawMessage) ([]*appPlan, error) {
+	var out []*appPlan
+	names := make([]string, 0, len(cfg.Apps))
+	for name, a := range cfg.Apps {
+		if a.Enable {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		a, ok := e.opts.Catalog.App(name)
+		if !ok {
+			return nil, fmt.Errorf("app %q is not in the catalog of this host", name)
+		}
+		c, err := a.Plugin.Client()
+		if err != nil {
+			return nil, err
+		}
+		reqs, err := c.App().Requests(ctx, app.RequestsRequest{Tenant: d.Namespace, Domain: cfg.Domain, Config: options[name]})
+		if err != nil {
+			return nil, fmt.Errorf("app %s: resource requests: %w", name, err)
+		}
+		ap := &appPlan{App: a, Options: options[name]}
+		for _, r := range reqs {
+			client, provider, err := e.route(r.Type)
+			if err != nil {
+				return nil, fmt.Errorf("app %s, request %s: %w", name, r.Name, err)
+			}
+			if err := client.Validate(ctx, r.Type, r.Spec); err != nil {
+				return nil, fmt.Errorf("app %s, request %s (%s by %s): %w", name, r.Name, r.Type, provider, err)
+			}
+			deps := make([]string, len(r.DependsOn))
+			for i, dep := range r.DependsOn {
+				deps[i] = name + "-" + dep
+			}
+			ap.Steps = append(ap.Steps, step{App: name, Name: name + "-" + r.Name, Request: r.Name, Type: r.Type,
+				Provider: provider, Spec: r.Spec, client: client, DependsOn: deps})
+		}
+		if err := order(ap.Steps); err != nil {
+			return nil, fmt.Errorf("app %s: %w", name, err)
+		}
+		out = append(out, ap)
+	}
+	return out, nil
+}
+
+// order sorts steps by type rank, then so that each comes after what it depends on.
+func order(steps []step) error {
+	sort.SliceStable(steps, func(i, j int) bool { return typeRank(steps[i].Type) < typeRank(steps[j].Type) })
+	pos := map[string]int{}
+	for i, s := range steps {
+		pos[s.Name] = i
+	}
+	for moved := true; moved; {
+		moved = false
+		for i, s := range steps {
+			for _, dep := range s.DependsOn {
+				j, ok := pos[dep]
+				if !ok {
+					return fmt.Errorf("request %s depends on %s, which the app does not request", s.Request, dep)
+				}
+				if j > i {
+					steps[i], steps[j] = steps[j], steps[i]
+					pos[steps[i].Name], pos[steps[j].Name] = i, j
+					moved = true
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// render asks an app for its nodes given results, and routes and validates each node.
+func (e *Engine) render(ctx context.Context, d store.Deployment, domain string, ap *appPlan, results map[string]json.RawMessage) ([]step, error) {
+	c, err := ap.App.Plugin.Client()
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := c.App().Render(ctx, app.RenderRequest{Tenant: d.Namespace, Domain: domain, Config: ap.Options, Results: results})
+	if err != nil {
+		return nil, fmt.Errorf("app %s: rendering its nodes: %w", ap.App.Name, err)
+	}
+	client, provider, err := e.route(contract.Instance)
+	if err != nil {
+		return nil, fmt.Errorf("app %s: %w", ap.App.Name, err)
+	}
+	var out []step
+	for _, n := range nodes {
+		if err := client.Validate(ctx, contract.Instance, n.Spec); err != nil {
+			return nil, fmt.Errorf("app %s, node %s, on instance provider %s: %w", ap.App.Name, n.Name, provider, err)
+		}
+		out = append(out, step{App: ap.App.Name, Name: ap.App.Name + "-" + n.Name, Request: n.Name, Type: contract.Instance,
+			Provider: provider, Spec: n.Spec, client: client})
+	}
+	return out, nil
+}
+
+// stubResults stands in for results not made yet, so that a plan can render the nodes and
+// have the instance provider check them before anything is provisioned.
+func stubResults(steps []step, existing map[string]json.RawMessage) map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	pending := contract.SecretRef{Secret: "pending"}
+	for _, s := range steps {
+		if r, ok := existing[s.Name]; ok {
+			out[s.Request] = r
+			continue
+		}
+		var v any
+		switch s.Type {
+		case contract.Secret:
+			var req contract.SecretRequest
+			_ = json.Unmarshal(s.Spec, &req)
+			files := map[string]contract.SecretFileResult{}
+			for f := range req.Files {
+				files[f] = contract.SecretFileResult{Ref: "pending/" + f, Version: 1}
+			}
+			v = contract.SecretResult{Files: files}
+		case contract.PostgreSQL:
+			v = contract.PostgreSQLResult{Host: "pending", Port: 5432, Database: s.Name, User: s.Name, Password: pending, SSLMode: "disable"}
+		case contract.S3:
+			var req contract.S3Request
+			_ = json.Unmarshal(s.Spec, &req)
+			buckets, keys := map[string]string{}, map[string]contract.S3Access{}
+			for b := range req.Buckets {
+				buckets[b] = "pending-" + b
+			}
+			for k := range req.Keys {
+				keys[k] = contract.S3Access{AccessKeyID: "pending", SecretAccessKey: pending}
+			}
+			v = contract.S3Result{Endpoint: "http://pending", Region: "pending", Buckets: buckets, Keys: keys}
+		case contract.Redis:
+			v = contract.RedisResult{Host: "pending", Port: 6379, User: s.Name, Password: pending, KeyPrefix: "pending:"}
+		case contract.SMTP:
+			v = contract.SMTPResult{Host: "pending", Port: 25, User: s.Name, Password: pending, From: "pending@pending.invalid", TLS: "none"}
+		case contract.DNS:
+			var req contract.DNSRequest
+			_ = json.Unmarshal(s.Spec, &req)
+			v = contract.DNSResult{Zone: req.Zone, Nameservers: []string{}, Records: req.Records}
+		case contract.TLS:
+			v = contract.TLSResult{Certificate: "pending", Key: pending, NotAfter: "2000-01-01T00:00:00Z"}
+		case contract.LDAP:
+			v = contract.LDAPResult{URL: "ldap://pending", BaseDN: "dc=pending", UsersDN: "ou=users,dc=pending", GroupsDN: "ou=groups,dc=pending", BindDN: "cn=pending", BindPassword: pending}
+		case contract.OIDC:
+			v = contract.OIDCResult{Issuer: "https://pending.invalid", ClientID: "pending", ClientSecret: pending}
+		default:
+			v = map[string]any{}
+		}
+		raw, _ := json.Marshal(v)
+		out[s.Request] = raw
+	}
+	return out
+}
+
+// Preview says what a submit of raw would create, change and delete. It changes nothing.
+func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawMessage) (Plan, error) {
+	d, err := e.Deployment(ctx, deploymentID)
+	if err != nil {
+		return Plan{}, err
+	}
+	migrated, _, err := e.opts.Catalog.ApplyRenames(raw)
+	if err != nil {
+		return Plan{}, refuse(CodeInvalidConfiguration, "", "the configuration is not a JSON object")
+	}
+	if err := e.opts.Catalog.Validate(migrated); err != nil {
+		return Plan{}, refuse(CodeInvalidConfiguration, "/"+trimConfigPrefix(sdk.FieldOf(err)), "%s", messageOf(err))
+	}
+	cfg, err := catalog.ParseConfig(migrated)
+	if err != nil {
+		return Plan{}, err
+	}
+	options := map[string]json.RawMessage{}
+	for name, a := range cfg.Apps {
+		options[name] = placeholderOptions(a.OptionsOrEmpty(), name, e.storedRefs(d))
+	}
+	plans, err := e.plan(ctx, d, cfg, options)
+	if err != nil {
+		return Plan{}, refuse(CodeInvalidConfiguration, "", "%v", err)
+	}
+	rows, err := e.opts.Store.Resources(ctx, d.ID)
+	if err != nil {
+		return Plan{}, err
+	}
+	stored := map[string]store.Resource{}
+	results := map[string]json.RawMessage{}
+	for _, r := range rows {
+		stored[r.Name] = r
+		results[r.Name] = json.RawMessage(r.Result)
+	}
+	var p Plan
+	planned := map[string]bool{}
+	add := func(s step, kind string) {
+		planned[s.Name] = true
+		action := "create"
+		if r, ok := stored[s.Name]; ok {
+			action = "change"
+			if r.SpecHash == s.hash() && r.State == store.ResourceProvisioned {
+				action = "unchanged"
+			}
+		}
+		p.Changes = append(p.Changes, Change{Action: action, Name: s.Name, App: s.App, Type: s.Type, Provider: s.Provider, Kind: kind})
+	}
+	for _, ap := range plans {
+		for _, s := range ap.Steps {
+			add(s, "resource")
+		}
+		nodes, err := e.render(ctx, d, cfg.Domain, ap, stubResults(ap.Steps, results))
+		if err != nil {
+			return Plan{}, refuse(CodeInvalidConfiguration, "", "%v", err)
+		}
+		for _, n := range nodes {
+			add(n, "node")
+		}
+	}
+	for _, r := range rows {
+		if planned[r.Name] || r.State == store.ResourceRetained {
+			continue
+		}
+		action := "delete"
+		if a, ok := cfg.Apps[r.App]; ok && !a.Enable && !a.DeleteData && r.Type != contract.Instance {
+			action = "keep"
+		}
+		kind := "resource"
+		if r.Type == contract.Instance {
+			kind = "node"
+		}
+		p.Changes = append(p.Changes, Change{Action: action, Name: r.Name, App: r.App, Type: r.Type, Provider: r.Provider, Kind: kind})
+	}
+	return p, nil
+}
+
+// placeholderOptions puts ${secret:REF} where the operator's secrets were taken out.
+func placeholderOptions(opts json.RawMessage, app string, refs map[string]string) json.RawMessage {
+	prefix := "/apps/" + app + "/options"
+	var doc map[string]any
+	if json.Unmarshal(opts, &doc) != nil {
+		return opts
+	}
+	changed := false
+	for pointer, ref := range refs {
+		if len(pointer) <= len(prefix) || pointer[:len(prefix)] != prefix {
+			continue
+		}
+		if catalog.SetPointer(doc, pointer[len(prefix):], "${secret:"+ref+"}") {
+			changed = true
+		}
+	}
+	if !changed {
+		return opts
+	}
+	out, _ := json.Marshal(doc)
+	return out
+}

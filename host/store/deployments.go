@@ -1,0 +1,135 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// GetDeployment returns the deployment with the given ID.
+func (s *Store) GetDeployment(ctx context.Context, id string) (Deployment, error) {
+	var d Deployment
+	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&d).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Deployment{}, fmt.Errorf("deployment %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Deployment{}, fmt.Errorf("reading deployment %s: %w", id, err)
+	}
+	return d, nil
+}
+
+// ListDeployments returns the deployments of owner ("" for every owner), newest first.
+func (s *Store) ListDeployments(ctx context.Context, owner string) ([]Deployment, error) {
+	q := s.db.WithContext(ctx).Order("created_at DESC")
+	if owner != "" {
+		q = q.Where("owner = ?", owner)
+	}
+	var out []Deployment
+	if err := q.Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("listing deployments: %w", err)
+	}
+	return out, nil
+}
+
+// UpdateDeployment writes the given columns of deployment id.
+func (s *Store) UpdateDeployment(ctx context.Context, id string, columns map[string]any) error {
+	columns["updated_at"] = now()
+	res := s.db.WithContext(ctx).Model(&Deployment{}).Where("id = ?", id).Updates(columns)
+	if res.Error != nil {
+		return fmt.Errorf("updating deployment %s: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("deployment %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// SubmitBuild stores the deployment's new configuration and a queued build of it in one
+// transaction, so a configuration is never stored without its build.
+func (s *Store) SubmitBuild(ctx context.Context, deploymentID, operation, config, secretRefs string) (Build, error) {
+	b := Build{ID: newID(), DeploymentID: deploymentID, Operation: operation, Config: config, State: BuildQueued}
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if operation == OperationDeploy {
+			res := tx.Model(&Deployment{}).Where("id = ?", deploymentID).
+				Updates(map[string]any{"config": config, "secret_refs": secretRefs, "updated_at": now()})
+			if res.Error != nil {
+				return res.Error
+			}
+			if res.RowsAffected == 0 {
+				return fmt.Errorf("deployment %s: %w", deploymentID, ErrNotFound)
+			}
+		}
+		return tx.Create(&b).Error
+	})
+	if err != nil {
+		if _, foreignKey := constraintViolation(err); foreignKey {
+			return Build{}, fmt.Errorf("deployment %s: %w", deploymentID, ErrNotFound)
+		}
+		return Build{}, fmt.Errorf("storing a build of deployment %s: %w", deploymentID, err)
+	}
+	return b, nil
+}
+
+// ListBuilds returns the builds of a deployment, newest first, at most limit (0: all).
+func (s *Store) ListBuilds(ctx context.Context, deploymentID string, limit int) ([]Build, error) {
+	q := s.db.WithContext(ctx).Where("deployment_id = ?", deploymentID).Order("created_at DESC, id DESC")
+	if limit > 0 {
+		q = q.Limit(limit)
+	}
+	var out []Build
+	if err := q.Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("listing the builds of deployment %s: %w", deploymentID, err)
+	}
+	return out, nil
+}
+
+// CountUnfinishedBuilds counts queued and running builds of every deployment.
+func (s *Store) CountUnfinishedBuilds(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&Build{}).Where("state IN ?", []BuildState{BuildQueued, BuildRunning}).Count(&n).Error
+	return n, err
+}
+
+// FailBuilds marks the given unfinished builds failed with reason.
+func (s *Store) FailBuilds(ctx context.Context, ids []string, reason string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.db.WithContext(ctx).Model(&Build{}).
+		Where("id IN ? AND state IN ?", ids, []BuildState{BuildQueued, BuildRunning}).
+		Updates(map[string]any{"state": BuildFailed, "reason": reason, "finished_at": now()}).Error
+}
+
+// Resources returns the resources of a deployment, by name.
+func (s *Store) Resources(ctx context.Context, deploymentID string) ([]Resource, error) {
+	var out []Resource
+	if err := s.db.WithContext(ctx).Where("deployment_id = ?", deploymentID).Order("name").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("reading the resources of deployment %s: %w", deploymentID, err)
+	}
+	return out, nil
+}
+
+// PutResource inserts or replaces a resource.
+func (s *Store) PutResource(ctx context.Context, r Resource) error {
+	r.UpdatedAt = now()
+	if err := s.db.WithContext(ctx).Save(&r).Error; err != nil {
+		return fmt.Errorf("recording resource %s of deployment %s: %w", r.Name, r.DeploymentID, err)
+	}
+	return nil
+}
+
+// DeleteResource forgets a resource.
+func (s *Store) DeleteResource(ctx context.Context, deploymentID, name string) error {
+	return s.db.WithContext(ctx).Where("deployment_id = ? AND name = ?", deploymentID, name).Delete(&Resource{}).Error
+}
+
+// ExpiredRetained returns retained resources whose grace period ended before t.
+func (s *Store) ExpiredRetained(ctx context.Context, t time.Time) ([]Resource, error) {
+	var out []Resource
+	err := s.db.WithContext(ctx).Where("state = ? AND retain_until < ?", ResourceRetained, t).Find(&out).Error
+	return out, err
+}
