@@ -97,9 +97,20 @@ type Deployment struct {
 	UpdatedAt time.Time       `json:"updated_at"`
 	// Nodes maps each node to its addresses (port name to host:port).
 	Nodes map[string]map[string]string `json:"nodes,omitempty"`
+	// Resources lists what the deployment holds at its providers.
+	Resources []Resource `json:"resources,omitempty"`
 	// Retained lists resources kept after a destroy, with the end of their grace period.
 	Retained  []Retained `json:"retained,omitempty"`
 	LastBuild *Build     `json:"last_build,omitempty"`
+}
+
+// Resource is one resource a deployment holds.
+type Resource struct {
+	Name     string `json:"name"`
+	App      string `json:"app"`
+	Type     string `json:"type"`
+	Provider string `json:"provider"`
+	State    string `json:"state"`
 }
 
 // Retained is a resource kept for a grace period.
@@ -156,6 +167,7 @@ func (h *handlers) getDeployment(c *fiber.Ctx) error {
 		return err
 	}
 	for _, r := range rows {
+		out.Resources = append(out.Resources, Resource{Name: r.Name, App: r.App, Type: r.Type, Provider: r.Provider, State: r.State})
 		switch {
 		case r.Type == contract.Instance && r.State == store.ResourceProvisioned:
 			var ir contract.InstanceResult

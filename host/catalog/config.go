@@ -38,9 +38,10 @@ func (a AppConfig) OptionsOrEmpty() json.RawMessage {
 
 // Unmigrated is a rename that could not move its value.
 type Unmigrated struct {
-	App      string `json:"app"`
-	From, To string
-	Reason   string `json:"reason"`
+	App    string `json:"app"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Reason string `json:"reason"`
 }
 
 // ApplyRenames moves, in each app's options, the values at a rename's From to its To

@@ -94,19 +94,16 @@ func (r *run) deploy(ctx context.Context) error {
 
 	// Everything is asked and checked before anything changes.
 	r.event(store.LevelInfo, "plan", 2, "asking the enabled apps what they need")
-	plans, err := r.e.plan(ctx, r.d, cfg, options)
-	if err != nil {
-		return fmt.Errorf("plan: %w", err)
-	}
 	existing := map[string]json.RawMessage{}
 	for name, row := range r.rows {
 		existing[name] = json.RawMessage(row.Result)
 	}
+	plans, err := r.e.plan(ctx, r.d, cfg, options, existing)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
 	total := 0
 	for _, ap := range plans {
-		if _, err := r.e.render(ctx, r.d, cfg.Domain, ap, stubResults(ap.Steps, existing)); err != nil {
-			return fmt.Errorf("plan: %w", err)
-		}
 		total += len(ap.Steps) + 1
 	}
 	r.event(store.LevelInfo, "plan", 5, "%d apps, %d resources and their nodes checked with their providers", len(plans), total-len(plans))

@@ -113,7 +113,7 @@ func (e *Engine) Create(ctx context.Context, owner, name, namespace string) (sto
 	})
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		return d, refuse(CodeConflict, "/namespace", "%v", err)
+		return d, refuse(CodeConflict, "/namespace", "namespace %q is taken by another deployment: choose another", namespace)
 	case err != nil && d.ID == "":
 		if errors.Is(err, store.ErrNotFound) {
 			return d, err
@@ -207,15 +207,15 @@ func (e *Engine) enqueue(ctx context.Context, d store.Deployment, operation stri
 	}
 	refsJSON, _ := json.Marshal(refs)
 	b, err := e.opts.Store.SubmitBuild(ctx, d.ID, operation, string(cfg), string(refsJSON))
+	if errors.Is(err, store.ErrConflict) {
+		return store.Build{}, refuse(CodeConflict, "", "a build of this deployment is queued or running: wait for it to finish")
+	}
 	if err != nil {
 		return store.Build{}, err
 	}
 	if err := e.queue.EnqueueBuild(ctx, b.ID); err != nil {
 		reason := "could not be queued: " + err.Error()
 		_ = e.opts.Store.SetBuildState(context.WithoutCancel(ctx), b.ID, store.BuildFailed, reason)
-		if errors.Is(err, queue.ErrBuildInProgress) {
-			return store.Build{}, refuse(CodeConflict, "", "%v", err)
-		}
 		return store.Build{}, fmt.Errorf("build %s %s", b.ID, reason)
 	}
 	return b, nil

@@ -39,6 +39,8 @@ type appPlan struct {
 	App     *catalog.App
 	Options json.RawMessage
 	Steps   []step
+	// Nodes are rendered from stub results for the plan's checks and its preview.
+	Nodes []step
 }
 
 // Change is one line of a preview.
@@ -56,9 +58,11 @@ type Plan struct {
 	Changes []Change `json:"changes"`
 }
 
-// plan asks every enabled app for its requests, routes each, and validates each with its
-// provider. Nothing changes.
-func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Config, options map[string]json.RawMessage) ([]*appPlan, error) {
+// plan asks every enabled app for its requests, has the instance provider check the
+// nodes the apps would render (against stub results where none exist yet), then routes
+// each request and has its provider validate it. Nothing changes. The nodes come first:
+// an app that cannot run on this instance provider is the most useful refusal.
+func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Config, options map[string]json.RawMessage, existing map[string]json.RawMessage) ([]*appPlan, error) {
 	var out []*appPlan
 	names := make([]string, 0, len(cfg.Apps))
 	for name, a := range cfg.Apps {
@@ -82,22 +86,26 @@ func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Confi
 		}
 		ap := &appPlan{App: a, Options: options[name]}
 		for _, r := range reqs {
-			client, provider, err := e.route(r.Type)
-			if err != nil {
-				return nil, fmt.Errorf("app %s, request %s: %w", name, r.Name, err)
-			}
-			if err := client.Validate(ctx, r.Type, r.Spec); err != nil {
-				return nil, fmt.Errorf("app %s, request %s (%s by %s): %w", name, r.Name, r.Type, provider, err)
-			}
 			deps := make([]string, len(r.DependsOn))
 			for i, dep := range r.DependsOn {
 				deps[i] = name + "-" + dep
 			}
-			ap.Steps = append(ap.Steps, step{App: name, Name: name + "-" + r.Name, Request: r.Name, Type: r.Type,
-				Provider: provider, Spec: r.Spec, client: client, DependsOn: deps})
+			ap.Steps = append(ap.Steps, step{App: name, Name: name + "-" + r.Name, Request: r.Name, Type: r.Type, Spec: r.Spec, DependsOn: deps})
 		}
 		if err := order(ap.Steps); err != nil {
 			return nil, fmt.Errorf("app %s: %w", name, err)
+		}
+		if ap.Nodes, err = e.render(ctx, d, cfg.Domain, ap, stubResults(ap.Steps, existing)); err != nil {
+			return nil, err
+		}
+		for i := range ap.Steps {
+			s := &ap.Steps[i]
+			if s.client, s.Provider, err = e.route(s.Type); err != nil {
+				return nil, fmt.Errorf("app %s, request %s: %w", name, s.Request, err)
+			}
+			if err := s.client.Validate(ctx, s.Type, s.Spec); err != nil {
+				return nil, fmt.Errorf("app %s, request %s (%s by %s): %w", name, s.Request, s.Type, s.Provider, err)
+			}
 		}
 		out = append(out, ap)
 	}
@@ -232,10 +240,6 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 	for name, a := range cfg.Apps {
 		options[name] = placeholderOptions(a.OptionsOrEmpty(), name, e.storedRefs(d))
 	}
-	plans, err := e.plan(ctx, d, cfg, options)
-	if err != nil {
-		return Plan{}, refuse(CodeInvalidConfiguration, "", "%v", err)
-	}
 	rows, err := e.opts.Store.Resources(ctx, d.ID)
 	if err != nil {
 		return Plan{}, err
@@ -245,6 +249,10 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 	for _, r := range rows {
 		stored[r.Name] = r
 		results[r.Name] = json.RawMessage(r.Result)
+	}
+	plans, err := e.plan(ctx, d, cfg, options, results)
+	if err != nil {
+		return Plan{}, refuse(CodeInvalidConfiguration, "", "%v", err)
 	}
 	var p Plan
 	planned := map[string]bool{}
@@ -263,11 +271,7 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 		for _, s := range ap.Steps {
 			add(s, "resource")
 		}
-		nodes, err := e.render(ctx, d, cfg.Domain, ap, stubResults(ap.Steps, results))
-		if err != nil {
-			return Plan{}, refuse(CodeInvalidConfiguration, "", "%v", err)
-		}
-		for _, n := range nodes {
+		for _, n := range ap.Nodes {
 			add(n, "node")
 		}
 	}

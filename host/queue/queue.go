@@ -47,10 +47,6 @@ type Config struct {
 	river func(*river.Config)
 }
 
-// ErrBuildInProgress is wrapped by EnqueueBuild when the deployment already
-// has a build queued or running: one build per deployment at a time.
-var ErrBuildInProgress = errors.New("deployment has a build in progress")
-
 // buildTimeout bounds one run of a build. River rescues a job left running by
 // a crashed process only after this (plus a margin), so it is also how long
 // such a build waits to be resumed.
@@ -148,9 +144,8 @@ func (q *Queue) Stop(ctx context.Context) error {
 }
 
 // EnqueueBuild queues a stored build. It returns an error wrapping
-// ErrBuildInProgress if another build of the same deployment is queued or
-// running, and one wrapping store.ErrBuildFinished if the build is finished;
-// enqueueing the same build twice is harmless.
+// store.ErrBuildFinished if the build is finished; enqueueing the same build twice is
+// harmless.
 func (q *Queue) EnqueueBuild(ctx context.Context, buildID string) error {
 	b, err := q.store.GetBuild(ctx, buildID)
 	if err != nil {
@@ -159,21 +154,10 @@ func (q *Queue) EnqueueBuild(ctx context.Context, buildID string) error {
 	if b.State.Finished() {
 		return fmt.Errorf("build %s is already %s: %w", buildID, b.State, store.ErrBuildFinished)
 	}
-	res, err := q.client.Insert(ctx, buildArgs{BuildID: b.ID, DeploymentID: b.DeploymentID}, nil)
-	if err != nil {
+	if _, err := q.client.Insert(ctx, buildArgs{BuildID: b.ID, DeploymentID: b.DeploymentID}, nil); err != nil {
 		return fmt.Errorf("enqueueing build %s: %w", buildID, err)
 	}
-	if !res.UniqueSkippedAsDuplicate {
-		return nil
-	}
-	var other buildArgs
-	if err := decodeArgs(res.Job, &other); err != nil {
-		return err
-	}
-	if other.BuildID == buildID {
-		return nil
-	}
-	return fmt.Errorf("deployment %s already has build %s queued or running: %w", b.DeploymentID, other.BuildID, ErrBuildInProgress)
+	return nil
 }
 
 // lostReason is the reason of a build whose fedhost process ended while it ran.
@@ -184,8 +168,9 @@ const lostReason = "lost: the fedhost process running this build stopped before 
 // Start, on a host that is the only one working this database: in a cluster another
 // host's running builds would look lost too (cluster mode is a later issue).
 func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
+	// SQLite keeps args as binary JSONB; json() gives them back as text.
 	const update = `UPDATE river_job SET state = 'cancelled', finalized_at = %s
-		WHERE kind = 'build' AND state = 'running' RETURNING args`
+		WHERE kind = 'build' AND state = 'running' RETURNING %s`
 	var rows interface {
 		Next() bool
 		Scan(...any) error
@@ -193,14 +178,14 @@ func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
 	}
 	switch {
 	case q.store.RiverPgx() != nil:
-		r, err := q.store.RiverPgx().Query(ctx, fmt.Sprintf(update, "now()"))
+		r, err := q.store.RiverPgx().Query(ctx, fmt.Sprintf(update, "now()", "args"))
 		if err != nil {
 			return nil, fmt.Errorf("finding lost builds: %w", err)
 		}
 		defer r.Close()
 		rows = r
 	default:
-		r, err := q.store.RiverSQLite().QueryContext(ctx, fmt.Sprintf(update, "datetime('now', 'subsec')"))
+		r, err := q.store.RiverSQLite().QueryContext(ctx, fmt.Sprintf(update, "datetime('now', 'subsec')", "json(args)"))
 		if err != nil {
 			return nil, fmt.Errorf("finding lost builds: %w", err)
 		}

@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,16 +13,18 @@ import (
 	"github.com/fedhost/fedhost/host/store"
 )
 
-// buildArgs are the arguments of a "build" job. DeploymentID is there for
-// uniqueness only: the build row is the source of truth.
+// buildArgs are the arguments of a "build" job; the build row is the source of truth.
+// One build per deployment at a time is the store's rule (a unique index on unfinished
+// builds), not River's: a job lingers as running for a moment after its build finished,
+// and the next build of the deployment must not wait for that.
 type buildArgs struct {
-	BuildID      string `json:"build_id"`
-	DeploymentID string `json:"deployment_id" river:"unique"`
+	BuildID      string `json:"build_id" river:"unique"`
+	DeploymentID string `json:"deployment_id"`
 }
 
 func (buildArgs) Kind() string { return "build" }
 
-// InsertOpts keeps at most one unfinished build job per deployment.
+// InsertOpts keeps at most one unfinished job per build.
 func (buildArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{UniqueOpts: river.UniqueOpts{
 		ByArgs: true,
@@ -35,13 +36,6 @@ func (buildArgs) InsertOpts() river.InsertOpts {
 			rivertype.JobStateScheduled,
 		},
 	}}
-}
-
-func decodeArgs(job *rivertype.JobRow, args *buildArgs) error {
-	if err := json.Unmarshal(job.EncodedArgs, args); err != nil {
-		return fmt.Errorf("decoding the arguments of job %d: %w", job.ID, err)
-	}
-	return nil
 }
 
 // buildWorker runs a build job, keeping the build row and its log up to date.

@@ -47,8 +47,12 @@ func (s *Store) CreateDeployment(ctx context.Context, d Deployment) (Deployment,
 func (s *Store) CreateBuild(ctx context.Context, deploymentID string) (Build, error) {
 	b := Build{ID: newID(), DeploymentID: deploymentID, State: BuildQueued}
 	if err := s.db.WithContext(ctx).Create(&b).Error; err != nil {
-		if _, foreignKey := constraintViolation(err); foreignKey {
+		unique, foreignKey := constraintViolation(err)
+		if foreignKey {
 			return Build{}, fmt.Errorf("deployment %s: %w", deploymentID, ErrNotFound)
+		}
+		if unique {
+			return Build{}, fmt.Errorf("deployment %s has a build queued or running: %w", deploymentID, ErrConflict)
 		}
 		return Build{}, fmt.Errorf("creating a build of deployment %s: %w", deploymentID, err)
 	}

@@ -66,8 +66,12 @@ func (s *Store) SubmitBuild(ctx context.Context, deploymentID, operation, config
 		return tx.Create(&b).Error
 	})
 	if err != nil {
-		if _, foreignKey := constraintViolation(err); foreignKey {
+		unique, foreignKey := constraintViolation(err)
+		if foreignKey {
 			return Build{}, fmt.Errorf("deployment %s: %w", deploymentID, ErrNotFound)
+		}
+		if unique {
+			return Build{}, fmt.Errorf("deployment %s has a build queued or running: %w", deploymentID, ErrConflict)
 		}
 		return Build{}, fmt.Errorf("storing a build of deployment %s: %w", deploymentID, err)
 	}

@@ -132,6 +132,8 @@ func migrate2(tx *gorm.DB) error {
 		`ALTER TABLE builds ADD COLUMN operation text NOT NULL DEFAULT 'deploy'`,
 		`ALTER TABLE builds ADD COLUMN config text NOT NULL DEFAULT '{}'`,
 		`ALTER TABLE deployments ADD COLUMN secret_refs text NOT NULL DEFAULT '{}'`,
+		// One build per deployment at a time, whatever process or race inserts it.
+		`CREATE UNIQUE INDEX builds_one_unfinished ON builds (deployment_id) WHERE state IN ('queued', 'running')`,
 		`CREATE TABLE resources (
 			deployment_id text NOT NULL REFERENCES deployments (id),
 			name text NOT NULL,

@@ -1,0 +1,292 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// binDir holds fedhost, plugins/ and artifacts/, built once per test binary.
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fedhost-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	if err := buildAll(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func buildAll(dir string) error {
+	root := "../.."
+	targets := map[string]string{
+		"fedhost":                             "./host",
+		"plugins/fedhost-resource-embedded":   "./plugins/resources/embedded",
+		"plugins/fedhost-resource-local":      "./plugins/resources/local",
+		"plugins/fedhost-resource-postgresql": "./plugins/resources/postgresql",
+		"plugins/fedhost-resource-versitygw":  "./plugins/resources/versitygw",
+		"plugins/fedhost-app-miniflux":        "./plugins/apps/miniflux",
+		"plugins/fedhost-app-mastodon":        "./plugins/apps/mastodon",
+		"artifacts/miniflux":                  "miniflux.app/v2",
+		"artifacts/versitygw":                 "github.com/versity/versitygw/cmd/versitygw",
+	}
+	for out, pkg := range targets {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
+		cmd.Dir = root
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+		}
+	}
+	cmd := exec.Command(filepath.Join(dir, "fedhost"), "plugins", "lock")
+	cmd.Env = append(os.Environ(), "FEDHOST_PLUGIN_DIR="+filepath.Join(dir, "plugins"))
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("plugins lock: %v\n%s", err, b)
+	}
+	return nil
+}
+
+// host is one fedhost serve process on a data dir.
+type host struct {
+	t       *testing.T
+	dataDir string
+	addr    string
+	cmd     *exec.Cmd
+	log     *lockedBuffer
+	logs    []string // every log of every run of this host
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startHost runs fedhost serve on a fresh data dir below a 0755 dir (the managed
+// PostgreSQL runs as an unprivileged user and must reach it).
+func startHost(t *testing.T) *host {
+	dir, err := os.MkdirTemp("", "fedhost-e2e-data-")
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(dir, 0o755))
+	h := &host{t: t, dataDir: filepath.Join(dir, "data"), addr: "127.0.0.1:" + strconv.Itoa(freePort(t))}
+	t.Cleanup(func() {
+		h.stop()
+		killNodes(h.dataDir)
+		os.RemoveAll(dir)
+	})
+	h.start()
+	return h
+}
+
+func (h *host) start() {
+	t := h.t
+	h.log = &lockedBuffer{}
+	h.cmd = exec.Command(filepath.Join(binDir, "fedhost"), "serve")
+	h.cmd.Env = append(os.Environ(),
+		"FEDHOST_DATA_DIR="+h.dataDir,
+		"FEDHOST_LISTEN="+h.addr,
+		"FEDHOST_PLUGIN_DIR="+filepath.Join(binDir, "plugins"),
+		"FEDHOST_LOG_LEVEL=debug",
+	)
+	h.cmd.Dir = t.TempDir()
+	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
+	require.NoError(t, h.cmd.Start())
+	require.Eventually(t, func() bool {
+		resp, err := http.Get("http://" + h.addr + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 90*time.Second, 100*time.Millisecond, "fedhost serve did not come up:\n%s", h.log)
+}
+
+// stop ends serve gracefully.
+func (h *host) stop() {
+	if h.cmd == nil || h.cmd.Process == nil {
+		return
+	}
+	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = h.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		_ = h.cmd.Process.Kill()
+		<-done
+	}
+	h.logs = append(h.logs, h.log.String())
+	h.cmd = nil
+}
+
+// kill ends serve with SIGKILL, as a crash would.
+func (h *host) kill() {
+	require.NoError(h.t, h.cmd.Process.Signal(syscall.SIGKILL))
+	_ = h.cmd.Wait()
+	h.logs = append(h.logs, h.log.String())
+	h.cmd = nil
+}
+
+// killNodes stops the app processes the local provider left running (they outlive the
+// host by design).
+func killNodes(dataDir string) {
+	states, _ := filepath.Glob(filepath.Join(dataDir, "plugins", "local", "nodes", "*", "*", "state.json"))
+	for _, s := range states {
+		var st struct {
+			PID int `json:"pid"`
+		}
+		if b, err := os.ReadFile(s); err == nil && json.Unmarshal(b, &st) == nil && st.PID > 0 {
+			_ = syscall.Kill(-st.PID, syscall.SIGKILL)
+			_ = syscall.Kill(st.PID, syscall.SIGKILL)
+		}
+	}
+}
+
+// call sends a JSON request to the API and decodes the answer into out (if not nil).
+func (h *host) call(method, path string, body any, out any) int {
+	h.t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		r = strings.NewReader(b)
+	default:
+		raw, err := json.Marshal(b)
+		require.NoError(h.t, err)
+		r = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, "http://"+h.addr+"/api/v1"+path, r)
+	require.NoError(h.t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(h.t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(h.t, err)
+	if out != nil {
+		require.NoError(h.t, json.Unmarshal(raw, out), "%s %s: %s", method, path, raw)
+	}
+	return resp.StatusCode
+}
+
+type deployment struct {
+	ID        string                       `json:"id"`
+	Namespace string                       `json:"namespace"`
+	State     string                       `json:"state"`
+	Config    json.RawMessage              `json:"config"`
+	Nodes     map[string]map[string]string `json:"nodes"`
+	Resources []struct {
+		Name, Type, Provider, State string
+	} `json:"resources"`
+	Retained []struct {
+		Name  string    `json:"name"`
+		Until time.Time `json:"until"`
+	} `json:"retained"`
+	LastBuild *build `json:"last_build"`
+}
+
+type build struct {
+	ID     string `json:"id"`
+	State  string `json:"state"`
+	Reason string `json:"reason"`
+	Events []struct {
+		Seq     int       `json:"seq"`
+		Time    time.Time `json:"time"`
+		Step    string    `json:"step"`
+		Message string    `json:"message"`
+	} `json:"events"`
+}
+
+type apiError struct {
+	Error struct {
+		Code, Message, Location string
+	} `json:"error"`
+}
+
+func (h *host) create(namespace string) deployment {
+	var d deployment
+	require.Equal(h.t, http.StatusCreated, h.call("POST", "/deployments", map[string]string{"namespace": namespace}, &d))
+	return d
+}
+
+func (h *host) submit(id string, config any) build {
+	var b build
+	code := h.call("POST", "/deployments/"+id+"/submit", config, &b)
+	require.Equal(h.t, http.StatusAccepted, code, "submit: %+v", b)
+	return b
+}
+
+func (h *host) deployment(id string) deployment {
+	var d deployment
+	require.Equal(h.t, http.StatusOK, h.call("GET", "/deployments/"+id, nil, &d))
+	return d
+}
+
+// wait polls a build until it is finished and returns it.
+func (h *host) wait(id string) build {
+	h.t.Helper()
+	var b build
+	require.Eventually(h.t, func() bool {
+		b = build{}
+		h.call("GET", "/builds/"+id, nil, &b)
+		return b.State == "succeeded" || b.State == "failed" || b.State == "canceled"
+	}, 4*time.Minute, 100*time.Millisecond, "build %s did not finish", id)
+	return b
+}
+
+func (h *host) nodeDir(namespace, node string) string {
+	return filepath.Join(h.dataDir, "plugins", "local", "nodes", namespace, node)
+}
+
+func (h *host) nodeFile(namespace, node, file string) string {
+	b, err := os.ReadFile(filepath.Join(h.nodeDir(namespace, node), file))
+	require.NoError(h.t, err)
+	return string(b)
+}
+
+func minifluxConfig(domain string, options map[string]any) map[string]any {
+	app := map[string]any{"enable": true}
+	if options != nil {
+		app["options"] = options
+	}
+	return map[string]any{"domain": domain, "apps": map[string]any{"miniflux": app}}
+}

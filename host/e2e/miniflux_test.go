@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+)
+
+// nodePID reads the pid the local provider recorded for a node.
+func (h *host) nodePID(namespace, node string) int {
+	var st struct {
+		PID int `json:"pid"`
+	}
+	require.NoError(h.t, json.Unmarshal([]byte(h.nodeFile(namespace, node, "state.json")), &st))
+	return st.PID
+}
+
+func environ(t *testing.T, pid int) map[string]string {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+	require.NoError(t, err)
+	env := map[string]string{}
+	for _, kv := range strings.Split(string(raw), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			env[k] = v
+		}
+	}
+	return env
+}
+
+// signIn proves Miniflux's answer on addr: its sign-in page, and whether user:password
+// is accepted by its API.
+func signInPage(t *testing.T, addr string) string {
+	resp, err := http.Get("http://" + addr + "/")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
+}
+
+func apiLogin(t *testing.T, addr, user, password string) int {
+	req, err := http.NewRequest("GET", "http://"+addr+"/v1/me", nil)
+	require.NoError(t, err)
+	req.SetBasicAuth(user, password)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func TestMinifluxOnTheEmbeddedDefault(t *testing.T) {
+	h := startHost(t)
+	acme := h.create("acme")
+	beta := h.create("beta")
+
+	// A wrong type is refused with its location and without its value; nothing is kept.
+	var refusal apiError
+	code := h.call("POST", "/deployments/"+acme.ID+"/submit",
+		minifluxConfig("acme.example.org", map[string]any{"adminUsername": "boss", "pollingFrequency": "every-7-minutes"}), &refusal)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Equal(t, "invalid_configuration", refusal.Error.Code)
+	require.Equal(t, "/apps/miniflux/options/pollingFrequency", refusal.Error.Location)
+	require.NotContains(t, refusal.Error.Message, "every-7-minutes")
+	after := h.deployment(acme.ID)
+	require.JSONEq(t, `{}`, string(after.Config), "nothing stored")
+	require.Nil(t, after.LastBuild, "nothing queued")
+
+	// Two deployments, each its own Miniflux.
+	ba := h.submit(acme.ID, minifluxConfig("acme.example.org", map[string]any{"adminUsername": "boss"}))
+	bb := h.submit(beta.ID, minifluxConfig("beta.example.org", nil))
+	require.Equal(t, "succeeded", h.wait(ba.ID).State)
+	require.Equal(t, "succeeded", h.wait(bb.ID).State)
+	acme, beta = h.deployment(acme.ID), h.deployment(beta.ID)
+	require.Equal(t, "active", acme.State)
+	addrA, addrB := acme.Nodes["miniflux-web"]["http"], beta.Nodes["miniflux-web"]["http"]
+	require.NotEmpty(t, addrA)
+	require.NotEqual(t, addrA, addrB)
+	require.Contains(t, signInPage(t, addrA), "<title>Sign In - Miniflux</title>")
+	require.Contains(t, signInPage(t, addrB), "<title>Sign In - Miniflux</title>")
+
+	// Each accepts its own generated admin password, which only its node was given.
+	pwA := h.nodeFile("acme", "miniflux-web", "admin-password")
+	pwB := h.nodeFile("beta", "miniflux-web", "admin-password")
+	require.Len(t, pwA, 24)
+	require.NotEqual(t, pwA, pwB)
+	require.Equal(t, http.StatusOK, apiLogin(t, addrA, "boss", pwA))
+	require.Equal(t, http.StatusOK, apiLogin(t, addrB, "admin", pwB))
+	require.Equal(t, http.StatusUnauthorized, apiLogin(t, addrA, "admin", pwB))
+	require.Equal(t, http.StatusUnauthorized, apiLogin(t, addrB, "boss", pwA))
+
+	// Neither can reach the other's database.
+	dsnA := h.nodeFile("acme", "miniflux-web", "database-url")
+	dsnB := h.nodeFile("beta", "miniflux-web", "database-url")
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsnA)
+	require.NoError(t, err, "acme reaches its own database")
+	conn.Close(ctx)
+	cfgB, err := pgx.ParseConfig(dsnB)
+	require.NoError(t, err)
+	cfgA, err := pgx.ParseConfig(dsnA)
+	require.NoError(t, err)
+	cross := cfgA.Copy()
+	cross.Database = cfgB.Database
+	_, err = pgx.ConnectConfig(ctx, cross)
+	require.Error(t, err, "acme's role must not open beta's database")
+	require.Contains(t, err.Error(), "permission denied")
+
+	// A changed option gives a new build and a restarted Miniflux that uses it.
+	pidBefore := h.nodePID("acme", "miniflux-web")
+	require.Equal(t, "60", environ(t, pidBefore)["POLLING_FREQUENCY"])
+	b := h.submit(acme.ID, minifluxConfig("acme.example.org", map[string]any{"adminUsername": "boss", "pollingFrequency": 15}))
+	require.NotEqual(t, ba.ID, b.ID)
+	require.Equal(t, "succeeded", h.wait(b.ID).State)
+	pidAfter := h.nodePID("acme", "miniflux-web")
+	require.NotEqual(t, pidBefore, pidAfter, "the node restarted")
+	require.Equal(t, "15", environ(t, pidAfter)["POLLING_FREQUENCY"])
+	require.Equal(t, http.StatusOK, apiLogin(t, h.deployment(acme.ID).Nodes["miniflux-web"]["http"], "boss", pwA), "same data, same admin")
+
+	// Preview changes nothing and says what a submit would do.
+	var plan struct {
+		Changes []struct{ Action, Name, Kind string } `json:"changes"`
+	}
+	require.Equal(t, http.StatusOK, h.call("POST", "/deployments/"+acme.ID+"/preview", map[string]any{"domain": "acme.example.org", "apps": map[string]any{"miniflux": map[string]any{"enable": false}}}, &plan))
+	actions := map[string]string{}
+	for _, c := range plan.Changes {
+		actions[c.Name] = c.Action
+	}
+	require.Equal(t, "delete", actions["miniflux-web"])
+	require.Equal(t, "keep", actions["miniflux-db"], "a disabled app keeps its data")
+	require.Equal(t, pidAfter, h.nodePID("acme", "miniflux-web"), "preview touched nothing")
+
+	// Destroy removes the database and the secrets and keeps the backup bucket.
+	var destroy build
+	require.Equal(t, http.StatusAccepted, h.call("DELETE", "/deployments/"+acme.ID, nil, &destroy))
+	require.Equal(t, "succeeded", h.wait(destroy.ID).State)
+	acme = h.deployment(acme.ID)
+	require.Equal(t, "destroyed", acme.State)
+	require.Len(t, acme.Retained, 1)
+	require.Equal(t, "miniflux-backups", acme.Retained[0].Name)
+	require.WithinDuration(t, time.Now().Add(30*24*time.Hour), acme.Retained[0].Until, time.Hour)
+	_, err = pgx.Connect(ctx, dsnA)
+	require.Error(t, err, "the database and its role are gone")
+	secretsDir := filepath.Join(h.dataDir, "plugins", "embedded", "acme")
+	left, _ := filepath.Glob(filepath.Join(secretsDir, "*"))
+	for _, l := range left {
+		require.Contains(t, filepath.Base(l), "backups", "only the backup bucket's key is kept, found %s", l)
+	}
+	require.NoDirExists(t, h.nodeDir("acme", "miniflux-web"))
+	require.True(t, bucketExists(t, h, "acme-backups"), "the backup bucket is kept")
+	require.Equal(t, http.StatusOK, apiLogin(t, addrB, "admin", pwB), "beta is untouched")
+
+	// No generated secret appears in any log of the run.
+	h.stop()
+	secrets := map[string]string{"acme admin password": pwA, "beta admin password": pwB}
+	for name, dsn := range map[string]string{"acme": dsnA, "beta": dsnB} {
+		c, err := pgx.ParseConfig(dsn)
+		require.NoError(t, err)
+		secrets[name+" database password"] = c.Password
+	}
+	logs := append([]string{}, h.logs...)
+	files, _ := filepath.Glob(filepath.Join(h.dataDir, "plugins", "*", "*.log"))
+	more, _ := filepath.Glob(filepath.Join(h.dataDir, "plugins", "*", "*", "*.log"))
+	nodeLogs, _ := filepath.Glob(filepath.Join(h.dataDir, "plugins", "local", "nodes", "*", "*", "logs", "*"))
+	for _, f := range append(append(files, more...), nodeLogs...) {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		logs = append(logs, string(b))
+	}
+	require.GreaterOrEqual(t, len(logs), 3)
+	for name, v := range secrets {
+		require.Len(t, v, len(v))
+		require.GreaterOrEqual(t, len(v), 16, name)
+		for _, l := range logs {
+			require.NotContains(t, l, v, "the %s is in a log", name)
+		}
+	}
+}
