@@ -69,7 +69,7 @@ func buildAll(dir string) error {
 
 // host is one fedhost serve process on a data dir.
 type host struct {
-	t       *testing.T
+	t       testing.TB
 	dataDir string
 	addr    string
 	cmd     *exec.Cmd
@@ -94,7 +94,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	defer l.Close()
@@ -103,7 +103,7 @@ func freePort(t *testing.T) int {
 
 // startHost runs fedhost serve on a fresh data dir below a 0755 dir (the managed
 // PostgreSQL runs as an unprivileged user and must reach it).
-func startHost(t *testing.T) *host {
+func startHost(t testing.TB) *host {
 	dir, err := os.MkdirTemp("", "fedhost-e2e-data-")
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
