@@ -157,6 +157,36 @@ func TestMinifluxOnTheEmbeddedDefault(t *testing.T) {
 	require.NoDirExists(t, h.nodeDir("acme", "miniflux-web"))
 	require.True(t, bucketExists(t, h, "acme-backups"), "the backup bucket is kept")
 	require.Equal(t, http.StatusOK, apiLogin(t, addrB, "admin", pwB), "beta is untouched")
+	require.True(t, bucketExists(t, h, "beta-backups"))
+
+	// Suspend stops beta's Miniflux and keeps its data; resume brings it back.
+	var sb build
+	require.Equal(t, http.StatusAccepted, h.call("POST", "/deployments/"+beta.ID+"/suspend", nil, &sb))
+	require.Equal(t, "succeeded", h.wait(sb.ID).State)
+	require.Equal(t, "suspended", h.deployment(beta.ID).State)
+	_, err = http.Get("http://" + addrB + "/")
+	require.Error(t, err, "a suspended Miniflux does not answer")
+	var rb build
+	require.Equal(t, http.StatusAccepted, h.call("POST", "/deployments/"+beta.ID+"/resume", nil, &rb))
+	require.Equal(t, "succeeded", h.wait(rb.ID).State)
+	addrB = h.deployment(beta.ID).Nodes["miniflux-web"]["http"]
+	require.Equal(t, http.StatusOK, apiLogin(t, addrB, "admin", pwB), "resumed with its data")
+
+	// Disabled, Miniflux stops and keeps its database; with deleteData the next build
+	// deletes it.
+	disabled := map[string]any{"domain": "beta.example.org", "apps": map[string]any{"miniflux": map[string]any{"enable": false}}}
+	require.Equal(t, "succeeded", h.wait(h.submit(beta.ID, disabled).ID).State)
+	beta = h.deployment(beta.ID)
+	require.Empty(t, beta.Nodes)
+	conn, err = pgx.Connect(ctx, dsnB)
+	require.NoError(t, err, "a disabled app keeps its database")
+	conn.Close(ctx)
+	deleteData := map[string]any{"domain": "beta.example.org", "apps": map[string]any{"miniflux": map[string]any{"enable": false, "deleteData": true}}}
+	require.Equal(t, "succeeded", h.wait(h.submit(beta.ID, deleteData).ID).State)
+	_, err = pgx.Connect(ctx, dsnB)
+	require.Error(t, err, "deleteData removed the database")
+	require.Empty(t, h.deployment(beta.ID).Resources)
+	require.False(t, bucketExists(t, h, "beta-backups"), "deleteData removed the buckets")
 
 	// No generated secret appears in any log of the run.
 	h.stop()

@@ -20,6 +20,7 @@ type migration func(tx *gorm.DB) error
 var migrations = []migration{
 	migrate1,
 	migrate2,
+	migrate3,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -150,6 +151,67 @@ func migrate2(tx *gorm.DB) error {
 			updated_at {ts} NOT NULL,
 			PRIMARY KEY (deployment_id, name)
 		)`,
+	)
+}
+
+// migrate3 adds operator accounts (users, sessions, API tokens) and the audit trail.
+// Sessions and tokens are kept only as sha256 digests. audit_chain is one row: the head
+// of the chain, which appenders lock to take turns, and the checkpoint a prune leaves.
+func migrate3(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE users (
+			id text PRIMARY KEY,
+			name text NOT NULL UNIQUE,
+			password_hash text NOT NULL,
+			superuser boolean NOT NULL DEFAULT false,
+			disabled boolean NOT NULL DEFAULT false,
+			created_at {ts} NOT NULL,
+			updated_at {ts} NOT NULL
+		)`,
+		`CREATE TABLE sessions (
+			id_hash text PRIMARY KEY,
+			user_id text NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+			csrf_token text NOT NULL,
+			created_at {ts} NOT NULL,
+			last_seen_at {ts} NOT NULL,
+			expires_at {ts} NOT NULL
+		)`,
+		`CREATE INDEX sessions_user_id ON sessions (user_id)`,
+		`CREATE TABLE api_tokens (
+			id text PRIMARY KEY,
+			token_hash text NOT NULL UNIQUE,
+			name text NOT NULL,
+			user_id text NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+			created_at {ts} NOT NULL,
+			expires_at {ts} NOT NULL
+		)`,
+		`CREATE INDEX api_tokens_user_id ON api_tokens (user_id)`,
+		`CREATE TABLE audit_events (
+			seq bigint PRIMARY KEY,
+			time {ts} NOT NULL,
+			actor text NOT NULL,
+			issuer text NOT NULL,
+			action text NOT NULL,
+			deployment_id text NOT NULL,
+			build_id text NOT NULL,
+			subject text NOT NULL,
+			request_id text NOT NULL,
+			result text NOT NULL CHECK (result IN ('ok', 'denied', 'invalid', 'error')),
+			reason text NOT NULL,
+			count integer NOT NULL,
+			prev_hash text NOT NULL,
+			hash text NOT NULL
+		)`,
+		`CREATE INDEX audit_events_time ON audit_events (time)`,
+		`CREATE INDEX audit_events_deployment_id ON audit_events (deployment_id, seq)`,
+		`CREATE TABLE audit_chain (
+			id integer PRIMARY KEY CHECK (id = 1),
+			last_seq bigint NOT NULL,
+			last_hash text NOT NULL,
+			pruned_seq bigint NOT NULL,
+			pruned_hash text NOT NULL
+		)`,
+		`INSERT INTO audit_chain (id, last_seq, last_hash, pruned_seq, pruned_hash) VALUES (1, 0, '', 0, '')`,
 	)
 }
 
