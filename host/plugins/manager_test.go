@@ -223,7 +223,7 @@ func TestPluginRejectsSettingsThatBreakItsSchema(t *testing.T) {
 	lockAll(t, dir)
 	m, err := plugins.New(plugins.Options{
 		Dir:      dir,
-		Settings: func(sdk.Description) (json.RawMessage, bool) { return json.RawMessage(`{"greeting":42}`), true },
+		Settings: func(sdk.Description) (json.RawMessage, bool) { return json.RawMessage(`{"greeting":90417263}`), true },
 	})
 	require.NoError(t, err)
 	t.Cleanup(m.Stop)
@@ -231,5 +231,5 @@ func TestPluginRejectsSettingsThatBreakItsSchema(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, sdk.CodeInvalid, sdk.CodeOf(err))
 	require.Equal(t, "settings/greeting", sdk.FieldOf(err))
-	require.NotContains(t, err.Error(), "42", "errors never echo a settings value")
+	require.NotContains(t, err.Error(), "90417263", "errors never echo a settings value")
 }
