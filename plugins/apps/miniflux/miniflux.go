@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/app"
@@ -40,19 +41,27 @@ type oidcConfig struct {
 	DisableLocalAuth bool   `json:"disableLocalAuth"`
 }
 
+type metricsConfig struct {
+	Enable          bool     `json:"enable"`
+	Username        string   `json:"username"`
+	Password        string   `json:"password"`
+	AllowedNetworks []string `json:"allowedNetworks"`
+}
+
 type config struct {
-	AdminUsername            string     `json:"adminUsername"`
-	PollingFrequency         int        `json:"pollingFrequency"`
-	BatchSize                int        `json:"batchSize"`
-	PollingScheduler         string     `json:"pollingScheduler"`
-	CleanupArchiveReadDays   int        `json:"cleanupArchiveReadDays"`
-	CleanupArchiveUnreadDays int        `json:"cleanupArchiveUnreadDays"`
-	MediaProxyMode           string     `json:"mediaProxyMode"`
-	FetchYouTubeWatchTime    bool       `json:"fetchYouTubeWatchTime"`
-	HTTPClientTimeout        int        `json:"httpClientTimeout"`
-	WorkerPoolSize           int        `json:"workerPoolSize"`
-	LogLevel                 string     `json:"logLevel"`
-	OIDC                     oidcConfig `json:"oidc"`
+	AdminUsername            string        `json:"adminUsername"`
+	PollingFrequency         int           `json:"pollingFrequency"`
+	BatchSize                int           `json:"batchSize"`
+	PollingScheduler         string        `json:"pollingScheduler"`
+	CleanupArchiveReadDays   int           `json:"cleanupArchiveReadDays"`
+	CleanupArchiveUnreadDays int           `json:"cleanupArchiveUnreadDays"`
+	MediaProxyMode           string        `json:"mediaProxyMode"`
+	FetchYouTubeWatchTime    bool          `json:"fetchYouTubeWatchTime"`
+	HTTPClientTimeout        int           `json:"httpClientTimeout"`
+	WorkerPoolSize           int           `json:"workerPoolSize"`
+	LogLevel                 string        `json:"logLevel"`
+	OIDC                     oidcConfig    `json:"oidc"`
+	Metrics                  metricsConfig `json:"metrics"`
 }
 
 // defaults are those of schema.json; a test holds the two together.
@@ -61,7 +70,8 @@ func defaults() config {
 		AdminUsername: "admin", PollingFrequency: 60, BatchSize: 100, PollingScheduler: "round_robin",
 		CleanupArchiveReadDays: 60, CleanupArchiveUnreadDays: 180, MediaProxyMode: "http-only",
 		HTTPClientTimeout: 20, WorkerPoolSize: 16, LogLevel: "info",
-		OIDC: oidcConfig{ProviderName: "Single sign-on", UserCreation: true, AdminGroup: "application-admins"},
+		OIDC:    oidcConfig{ProviderName: "Single sign-on", UserCreation: true, AdminGroup: "application-admins"},
+		Metrics: metricsConfig{Username: "metrics", AllowedNetworks: []string{"127.0.0.1/8"}},
 	}
 }
 
@@ -210,6 +220,18 @@ func (miniflux) Render(_ context.Context, req app.RenderRequest) ([]app.Node, er
 		} {
 			node.Env[k] = v
 		}
+	}
+	if c.Metrics.Enable {
+		if c.Metrics.Password == "" {
+			return nil, sdk.Invalid("config/metrics/password", "metrics need a password")
+		}
+		// The host hands a writeOnly option over as a ${secret:REF} placeholder; it goes
+		// into a file, never into the environment.
+		node.Files["metrics-password"] = contract.InstanceFile{Content: c.Metrics.Password}
+		node.Env["METRICS_COLLECTOR"] = "1"
+		node.Env["METRICS_USERNAME"] = c.Metrics.Username
+		node.Env["METRICS_PASSWORD_FILE"] = "${file:metrics-password}"
+		node.Env["METRICS_ALLOWED_NETWORKS"] = strings.Join(c.Metrics.AllowedNetworks, ",")
 	}
 	return []app.Node{{Name: "web", Spec: spec(node)}}, nil
 }

@@ -40,11 +40,11 @@ func schemaDefaults(t *testing.T) map[string]any {
 		if p.Properties != nil {
 			sub := map[string]any{}
 			for subName, raw := range p.Properties {
-				var d struct {
-					Default any `json:"default"`
-				}
+				var d map[string]any
 				require.NoError(t, json.Unmarshal(raw, &d))
-				sub[subName] = d.Default
+				if def, ok := d["default"]; ok {
+					sub[subName] = def
+				}
 			}
 			cfg[name] = sub
 			continue
