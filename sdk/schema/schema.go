@@ -77,7 +77,7 @@ func Error(prefix string, err error) *sdk.Error {
 	leaf := deepest(verr)
 	field := prefix
 	for _, tok := range leaf.InstanceLocation {
-		field += "/" + tok
+		field += "/" + strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1")
 	}
 	return sdk.Invalid(field, "%s", describe(leaf.ErrorKind))
 }

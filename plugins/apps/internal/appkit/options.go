@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
 
 	"github.com/fedhost/fedhost/sdk"
+	"github.com/fedhost/fedhost/sdk/schema"
 )
 
 // HostKeys are the keys the host adds when it composes the deployment schema; an app's
@@ -19,8 +17,6 @@ import (
 var HostKeys = []string{"domain", "enable", "deleteData"}
 
 var hostnamePattern = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z][a-z0-9-]{0,61}[a-z0-9]$`)
-
-var english = message.NewPrinter(language.English)
 
 // Options is an app's option schema, compiled.
 type Options struct {
@@ -41,15 +37,7 @@ func MustOptions(raw []byte) *Options {
 
 // NewOptions compiles an option schema (JSON Schema 2020-12) whose top level is an object.
 func NewOptions(raw []byte) (*Options, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("option schema is not JSON: %w", err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("options.json", doc); err != nil {
-		return nil, fmt.Errorf("option schema: %w", err)
-	}
-	s, err := c.Compile("options.json")
+	s, err := schema.Compile("options.json", raw)
 	if err != nil {
 		return nil, fmt.Errorf("option schema: %w", err)
 	}
@@ -123,46 +111,12 @@ func (o *Options) Decode(config json.RawMessage, dst any) error {
 	return nil
 }
 
-// Validate checks an option document against the schema.
+// Validate checks an option document against the schema; the error names the JSON
+// pointer of the wrong value and never the value.
 func (o *Options) Validate(doc map[string]any) error {
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return fmt.Errorf("encoding the options: %w", err)
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
-	if err != nil {
-		return fmt.Errorf("decoding the options: %w", err)
-	}
-	if err := o.schema.Validate(v); err != nil {
-		return schemaError(err)
-	}
-	return nil
-}
-
-// schemaError names the most precise wrong place as a JSON pointer.
-func schemaError(err error) error {
-	verr, ok := err.(*jsonschema.ValidationError)
-	if !ok {
-		return sdk.Invalid("", "%v", err)
-	}
-	best := verr
-	var walk func(*jsonschema.ValidationError)
-	walk = func(n *jsonschema.ValidationError) {
-		if len(n.InstanceLocation) > len(best.InstanceLocation) {
-			best = n
-		}
-		for _, c := range n.Causes {
-			walk(c)
-		}
-	}
-	walk(verr)
-	loc := best.InstanceLocation
-	for len(best.Causes) > 0 {
-		best = best.Causes[0]
-	}
-	var ptr strings.Builder
-	for _, tok := range loc {
-		ptr.WriteString("/" + strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1"))
-	}
-	return sdk.Invalid(ptr.String(), "%s", best.ErrorKind.LocalizedString(english))
+	return schema.Validate(o.schema, "", b)
 }
