@@ -18,7 +18,7 @@ func TestNames(t *testing.T) {
 	}{
 		{"a", true, true},
 		{"acme-1", true, true},
-		{"a234567890123456789012345678901b", true, true},  // 32
+		{"a234567890123456789012345678901b", true, true},   // 32
 		{"a2345678901234567890123456789012b", false, true}, // 33
 		{"", false, false},
 		{"1abc", false, false},

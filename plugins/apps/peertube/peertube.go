@@ -131,14 +131,7 @@ func (p *peertube) requests(c config, domain string) []app.ResourceRequest {
 	}
 	reqs = append(reqs, appkit.Web(label, domain)...)
 	if c.OIDCLogin {
-		reqs = append(reqs,
-			appkit.Request("directory", contract.LDAP, contract.LDAPRequest{Groups: p.GroupNames()}),
-			appkit.Request("sso", contract.OIDC, contract.OIDCRequest{
-				Name:         "PeerTube",
-				RedirectURIs: []string{"https://" + appkit.Host(label, domain) + oidcRedirectPath},
-				Scopes:       []string{"openid", "profile", "email", "groups"},
-			}, "directory"),
-		)
+		reqs = append(reqs, appkit.SSO("PeerTube", appkit.Host(label, domain), oidcRedirectPath, p.GroupNames())...)
 	}
 	return reqs
 }
@@ -153,18 +146,11 @@ func (p *peertube) Render(_ context.Context, req app.RenderRequest) ([]app.Node,
 	if err != nil {
 		return nil, err
 	}
-	var (
-		secrets contract.SecretResult
-		db      contract.PostgreSQLResult
-		cache   contract.RedisResult
-		media   contract.S3Result
-		mail    contract.SMTPResult
-	)
-	for name, dst := range map[string]any{"secrets": &secrets, "db": &db, "cache": &cache, "media": &media, "mail": &mail} {
-		if err := res.Decode(name, dst); err != nil {
-			return nil, err
-		}
+	common, err := appkit.DecodeCommon(res)
+	if err != nil {
+		return nil, err
 	}
+	secrets, db, cache, media, mail := common.Secrets, common.DB, common.Cache, common.Media, common.Mail
 	for _, f := range []string{peertubeSecret, rootPassword} {
 		if secrets.Files[f].Ref == "" {
 			return nil, appkit.InvalidResult("secrets", "has no file "+f)

@@ -64,3 +64,38 @@ func (r *Results) Decode(name string, dst any) error {
 func InvalidResult(name, what string) error {
 	return sdk.Invalid("results/"+name, "the result %q %s: provision it again with this configuration's request", name, what)
 }
+
+// SSO returns the two requests of single sign-on: a directory holding the app's role
+// groups, and an OpenID client of the deployment's provider whose redirect is
+// https://<host><redirectPath>.
+func SSO(appTitle, host, redirectPath string, groups []string) []app.ResourceRequest {
+	return []app.ResourceRequest{
+		Request("directory", contract.LDAP, contract.LDAPRequest{Groups: groups}),
+		Request("sso", contract.OIDC, contract.OIDCRequest{
+			Name:         appTitle,
+			RedirectURIs: []string{"https://" + host + redirectPath},
+			Scopes:       []string{"openid", "profile", "email", "groups"},
+		}, "directory"),
+	}
+}
+
+// Common are the results every OCI app here needs: its secrets, database, cache, media
+// bucket and mail relay.
+type Common struct {
+	Secrets contract.SecretResult
+	DB      contract.PostgreSQLResult
+	Cache   contract.RedisResult
+	Media   contract.S3Result
+	Mail    contract.SMTPResult
+}
+
+// DecodeCommon decodes the results named secrets, db, cache, media and mail.
+func DecodeCommon(res *Results) (Common, error) {
+	var c Common
+	for name, dst := range map[string]any{"secrets": &c.Secrets, "db": &c.DB, "cache": &c.Cache, "media": &c.Media, "mail": &c.Mail} {
+		if err := res.Decode(name, dst); err != nil {
+			return Common{}, err
+		}
+	}
+	return c, nil
+}
