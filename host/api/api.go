@@ -5,7 +5,11 @@ import (
 	"sort"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/requestid"
+	"github.com/hashicorp/go-hclog"
 
+	"github.com/fedhost/fedhost/host/audit"
+	"github.com/fedhost/fedhost/host/auth"
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/store"
@@ -16,6 +20,9 @@ type Deps struct {
 	Plugins *plugins.Manager
 	Engine  *deploy.Engine
 	Store   *store.Store
+	Auth    *auth.Service
+	Audit   *audit.Log
+	Logger  hclog.Logger
 	Version string
 }
 
@@ -38,7 +45,10 @@ func errorHandler(c *fiber.Ctx, err error) error {
 	body, status := Error{Code: "internal", Message: err.Error()}, fiber.StatusInternalServerError
 	var de *deploy.Error
 	var fe *fiber.Error
+	var dn *denied
 	switch {
+	case errors.As(err, &dn):
+		body, status = Error{Code: dn.code, Message: dn.message}, dn.status
 	case errors.As(err, &de):
 		body = Error{Code: de.Code, Message: de.Message, Location: de.Location}
 		status = statusOf[de.Code]
@@ -56,19 +66,31 @@ func errorHandler(c *fiber.Ctx, err error) error {
 	return c.Status(status).JSON(fiber.Map{"error": body})
 }
 
-// New returns the Fiber app of the API.
+// New returns the Fiber app of the API; Mount adds its routes to an app that also serves
+// the UI.
 func New(d Deps) *fiber.App {
-	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: errorHandler, BodyLimit: 16 << 20})
+	app := fiber.New(Config())
+	Mount(app, d)
+	return app
+}
+
+// Config is the Fiber configuration the API needs: its error answers.
+func Config() fiber.Config {
+	return fiber.Config{DisableStartupMessage: true, ErrorHandler: errorHandler, BodyLimit: 16 << 20}
+}
+
+// Mount adds /healthz and the /api/v1 routes to app and returns the authorization table.
+func Mount(app *fiber.App, d Deps) []Rule {
 	app.Get("/healthz", func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok", "version": d.Version})
 	})
-	v1 := app.Group("/api/v1")
-	v1.Get("/plugins", func(c *fiber.Ctx) error { return c.JSON(pluginList(d.Plugins)) })
-	if d.Engine != nil {
-		h := &handlers{d: d}
-		h.routes(v1)
-	}
-	return app
+	h := &handlers{d: d}
+	v1 := app.Group("/api/v1", requestid.New(), h.authenticate)
+	h.routes(v1)
+	v1.Use(func(c *fiber.Ctx) error {
+		return fiber.NewError(fiber.StatusNotFound, "no route "+c.Method()+" "+c.Path())
+	})
+	return h.table
 }
 
 // Plugin is one plugin as the API shows it.

@@ -1,68 +1,228 @@
 package api_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fedhost/fedhost/host/api"
+	"github.com/fedhost/fedhost/host/audit"
+	"github.com/fedhost/fedhost/host/auth"
+	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/plugins"
+	"github.com/fedhost/fedhost/host/store"
 )
 
-// setup returns the API over a plugin manager of an empty plugin directory and no engine.
-func setup(t *testing.T) *fiber.App {
-	t.Helper()
-	m, err := plugins.New(plugins.Options{Dir: t.TempDir(), DataDir: t.TempDir()})
-	require.NoError(t, err)
-	return api.New(api.Deps{Plugins: m, Version: "1.2.3"})
+type bundle struct {
+	app      *fiber.App
+	st       *store.Store
+	accounts *auth.Service
+	trail    *audit.Log
 }
 
-func get(t *testing.T, app *fiber.App, path string) (status int, contentType string, body []byte) {
+// setup returns the API on a real store (SQLite), accounts and audit trail, with a
+// plugin manager of an empty plugin directory: enough for everything but builds.
+func setup(t *testing.T) *bundle {
 	t.Helper()
-	resp, err := app.Test(httptest.NewRequest(http.MethodGet, path, nil))
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{Database: "sqlite", DataDir: t.TempDir()})
+	require.NoError(t, err)
+	t.Cleanup(func() { st.Close() })
+	m, err := plugins.New(plugins.Options{Dir: t.TempDir(), DataDir: t.TempDir()})
+	require.NoError(t, err)
+	trail := audit.New(st, audit.Options{})
+	accounts := auth.New(st, auth.Options{Audit: trail})
+	engine := deploy.New(deploy.Options{Store: st, Plugins: m})
+	app := api.New(api.Deps{Plugins: m, Engine: engine, Store: st, Auth: accounts, Audit: trail, Version: "1.2.3"})
+	return &bundle{app: app, st: st, accounts: accounts, trail: trail}
+}
+
+// client is a browser session or a script with a token.
+type client struct {
+	cookie, csrf, token string
+}
+
+func (b *bundle) do(t *testing.T, cl client, method, path, body string) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, path, r)
+	req.Header.Set("Content-Type", "application/json")
+	if cl.cookie != "" {
+		req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: cl.cookie})
+	}
+	if cl.csrf != "" {
+		req.Header.Set("X-CSRF-Token", cl.csrf)
+	}
+	if cl.token != "" {
+		req.Header.Set("Authorization", "Bearer "+cl.token)
+	}
+	resp, err := b.app.Test(req, -1)
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	body, err = io.ReadAll(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
-	return resp.StatusCode, resp.Header.Get("Content-Type"), body
+	return resp.StatusCode, raw
+}
+
+// user creates an operator and signs it in.
+func (b *bundle) user(t *testing.T, name string, superuser bool) client {
+	t.Helper()
+	_, password, err := b.accounts.CreateUser(context.Background(), name, superuser)
+	require.NoError(t, err)
+	req := httptest.NewRequest("POST", "/api/v1/login", strings.NewReader(`{"name":"`+name+`","password":"`+password+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := b.app.Test(req, -1)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var login struct {
+		CSRF string `json:"csrf_token"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&login))
+	for _, c := range resp.Cookies() {
+		if c.Name == api.SessionCookie {
+			require.True(t, c.HttpOnly)
+			return client{cookie: c.Value, csrf: login.CSRF}
+		}
+	}
+	t.Fatalf("no session cookie")
+	return client{}
+}
+
+func errorCode(t *testing.T, body []byte) string {
+	var answer struct {
+		Error *api.Error `json:"error"`
+	}
+	require.NoError(t, json.Unmarshal(body, &answer), "%s", body)
+	require.NotNil(t, answer.Error, "%s", body)
+	return answer.Error.Code
 }
 
 func TestHealthz(t *testing.T) {
 	t.Parallel()
-	status, _, body := get(t, setup(t), "/healthz")
+	status, body := setup(t).do(t, client{}, "GET", "/healthz", "")
 	require.Equal(t, http.StatusOK, status)
 	require.JSONEq(t, `{"status": "ok", "version": "1.2.3"}`, string(body))
 }
 
-func TestPluginsOfEmptyDirIsEmptyList(t *testing.T) {
+func TestAnonymousCallsAreRefusedAndAudited(t *testing.T) {
 	t.Parallel()
-	status, contentType, body := get(t, setup(t), "/api/v1/plugins")
+	b := setup(t)
+	status, body := b.do(t, client{}, "GET", "/api/v1/plugins", "")
+	require.Equal(t, http.StatusUnauthorized, status)
+	require.Equal(t, "unauthenticated", errorCode(t, body))
+	status, _ = b.do(t, client{}, "POST", "/api/v1/login", `{"name":"nobody","password":"wrong-guess"}`)
+	require.Equal(t, http.StatusUnauthorized, status)
+	events, err := b.st.AuditEvents(context.Background(), 0, 100)
+	require.NoError(t, err)
+	var denied bool
+	for _, e := range events {
+		denied = denied || (e.Result == "denied" && e.Actor == "")
+		require.NotContains(t, e.Reason, "wrong-guess")
+	}
+	require.True(t, denied, "the anonymous refusal is in the audit trail: %+v", events)
+}
+
+func TestOperatorsSeeOnlyTheirOwnDeployments(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice, bob, root := b.user(t, "alice", false), b.user(t, "bob", false), b.user(t, "root", true)
+
+	status, body := b.do(t, client{cookie: alice.cookie}, "POST", "/api/v1/deployments", `{"namespace":"alice"}`)
+	require.Equal(t, http.StatusForbidden, status, "a session call without its CSRF token")
+	require.Equal(t, "authz_denied", errorCode(t, body))
+
+	status, body = b.do(t, alice, "POST", "/api/v1/deployments", `{"namespace":"alice"}`)
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+	var d api.Deployment
+	require.NoError(t, json.Unmarshal(body, &d))
+	status, _ = b.do(t, bob, "POST", "/api/v1/deployments", `{"namespace":"bob"}`)
+	require.Equal(t, http.StatusCreated, status)
+
+	status, _ = b.do(t, alice, "GET", "/api/v1/deployments/"+d.ID, "")
 	require.Equal(t, http.StatusOK, status)
-	require.Contains(t, contentType, "application/json")
-	require.JSONEq(t, `[]`, string(body), "an empty list, not null")
+	for _, call := range []struct{ method, path string }{
+		{"GET", "/api/v1/deployments/" + d.ID},
+		{"POST", "/api/v1/deployments/" + d.ID + "/submit"},
+		{"DELETE", "/api/v1/deployments/" + d.ID},
+	} {
+		status, body = b.do(t, bob, call.method, call.path, `{}`)
+		require.Equal(t, http.StatusForbidden, status, "%s %s", call.method, call.path)
+		require.Equal(t, "authz_denied", errorCode(t, body))
+	}
+	status, body = b.do(t, bob, "GET", "/api/v1/plugins", "")
+	require.Equal(t, http.StatusForbidden, status, "admin routes are for superusers")
+
+	var list []api.Deployment
+	_, body = b.do(t, bob, "GET", "/api/v1/deployments", "")
+	require.NoError(t, json.Unmarshal(body, &list))
+	require.Len(t, list, 1)
+	require.Equal(t, "bob", list[0].Namespace)
+	_, body = b.do(t, root, "GET", "/api/v1/deployments", "")
+	require.NoError(t, json.Unmarshal(body, &list))
+	require.Len(t, list, 2, "a superuser sees every deployment")
+	status, _ = b.do(t, root, "GET", "/api/v1/deployments/"+d.ID, "")
+	require.Equal(t, http.StatusOK, status)
+
+	// Bob's refusal is in the audit trail, with who, what and why.
+	bobUser := mustUser(t, b, "bob")
+	events, err := b.st.AuditEvents(context.Background(), 0, 1000)
+	require.NoError(t, err)
+	var found bool
+	for _, e := range events {
+		if e.Actor == bobUser && e.Result == "denied" && e.DeploymentID == d.ID && e.Reason == "owner" && e.Action == "deployment.submit" {
+			found = e.RequestID != "" && e.Issuer == "session"
+		}
+	}
+	require.True(t, found, "bob's denied submit is audited with request id and issuer: %+v", events)
+	report, err := b.trail.Verify(context.Background())
+	require.NoError(t, err, "%+v", report)
+}
+
+func mustUser(t *testing.T, b *bundle, name string) string {
+	users, err := b.accounts.Users(context.Background())
+	require.NoError(t, err)
+	for _, u := range users {
+		if u.Name == name {
+			return u.ID
+		}
+	}
+	t.Fatalf("no user %s", name)
+	return ""
+}
+
+func TestTokensNeedNoCSRF(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.user(t, "alice", false)
+	status, body := b.do(t, alice, "POST", "/api/v1/tokens", `{"name":"script","lifetime_days":30}`)
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+	var tok api.TokenAnswer
+	require.NoError(t, json.Unmarshal(body, &tok))
+	require.True(t, strings.HasPrefix(tok.Token, "fh_"))
+	status, body = b.do(t, client{token: tok.Token}, "POST", "/api/v1/deployments", `{"namespace":"scripted"}`)
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+	status, _ = b.do(t, client{token: "fh_not-a-token"}, "GET", "/api/v1/deployments", "")
+	require.Equal(t, http.StatusUnauthorized, status)
 }
 
 func TestUnknownRouteIsNotFoundError(t *testing.T) {
 	t.Parallel()
+	b := setup(t)
+	root := b.user(t, "root", true)
 	for _, path := range []string{"/api/v1/nothing-here", "/nothing-here"} {
-		t.Run(path, func(t *testing.T) {
-			t.Parallel()
-			status, contentType, body := get(t, setup(t), path)
-			require.Equal(t, http.StatusNotFound, status)
-			require.Contains(t, contentType, "application/json")
-			var answer struct {
-				Error *api.Error `json:"error"`
-			}
-			require.NoError(t, json.Unmarshal(body, &answer), "%s", body)
-			require.NotNil(t, answer.Error, "%s", body)
-			require.Equal(t, "not_found", answer.Error.Code)
-			require.NotEmpty(t, answer.Error.Message)
-			require.Contains(t, answer.Error.Message, path)
-		})
+		status, body := b.do(t, root, "GET", path, "")
+		require.Equal(t, http.StatusNotFound, status, path)
+		require.Equal(t, "not_found", errorCode(t, body))
 	}
 }

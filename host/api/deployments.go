@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"sort"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -14,23 +15,48 @@ import (
 	"github.com/fedhost/fedhost/sdk/contract"
 )
 
-type handlers struct{ d Deps }
+type handlers struct {
+	d     Deps
+	table []Rule
+}
 
+// routes registers every API route with its rule: this is the authorization table.
 func (h *handlers) routes(r fiber.Router) {
-	r.Get("/catalog", h.catalog)
-	r.Get("/catalog/:app/schema", h.appSchema)
-	r.Get("/schema", h.schema)
-	r.Get("/schema/renames", h.renames)
-	r.Get("/deployments", h.listDeployments)
-	r.Post("/deployments", h.createDeployment)
-	r.Get("/deployments/:id", h.getDeployment)
-	r.Delete("/deployments/:id", h.destroy)
-	r.Post("/deployments/:id/submit", h.submit)
-	r.Post("/deployments/:id/preview", h.preview)
-	r.Post("/deployments/:id/suspend", h.suspend)
-	r.Post("/deployments/:id/resume", h.resume)
-	r.Get("/deployments/:id/builds", h.listBuilds)
-	r.Get("/builds/:id", h.getBuild)
+	const get, post, put, del = fiber.MethodGet, fiber.MethodPost, fiber.MethodPut, fiber.MethodDelete
+	h.route(r, post, "/login", Public, "", h.login)
+	h.route(r, post, "/logout", Public, "session.end", h.logout)
+	h.route(r, get, "/openapi.json", Public, "", openAPIHandler)
+	h.route(r, get, "/me", Signed, "", h.me)
+	h.route(r, get, "/me/audit-events", Signed, "", h.auditEvents(h.ownEvents))
+	h.route(r, post, "/tokens", Signed, "token.create", h.newToken)
+	h.route(r, get, "/catalog", Signed, "", h.catalog)
+	h.route(r, get, "/catalog/:app/schema", Signed, "", h.appSchema)
+	h.route(r, get, "/schema", Signed, "", h.schema)
+	h.route(r, get, "/schema/renames", Signed, "", h.renames)
+	h.route(r, get, "/deployments", Signed, "", h.listDeployments)
+	h.route(r, post, "/deployments", Signed, "deployment.create", h.createDeployment)
+	h.route(r, get, "/deployments/:id", Owner, "", h.getDeployment)
+	h.route(r, del, "/deployments/:id", Owner, "deployment.destroy", h.destroy)
+	h.route(r, post, "/deployments/:id/submit", Owner, "deployment.submit", h.submit)
+	h.route(r, post, "/deployments/:id/preview", Owner, "", h.preview)
+	h.route(r, post, "/deployments/:id/suspend", Owner, "deployment.suspend", h.suspend)
+	h.route(r, post, "/deployments/:id/resume", Owner, "deployment.resume", h.resume)
+	h.route(r, get, "/deployments/:id/builds", Owner, "", h.listBuilds)
+	h.route(r, put, "/deployments/:id/update-policy", Owner, "deployment.update_policy", h.updatePolicy)
+	h.route(r, get, "/builds/:id", Owner, "", h.getBuild)
+	h.route(r, get, "/builds/:id/events", Owner, "", h.buildEvents)
+	h.route(r, get, "/plugins", Superuser, "", func(c *fiber.Ctx) error { return c.JSON(pluginList(h.d.Plugins)) })
+	h.route(r, get, "/audit-events", Superuser, "", h.auditEvents(func(*fiber.Ctx) func(store.AuditEvent) bool { return func(store.AuditEvent) bool { return true } }))
+	h.route(r, get, "/users", Superuser, "", h.listUsers)
+	h.route(r, post, "/users", Superuser, "user.create", h.createUser)
+	h.route(r, get, "/jobs", Superuser, "", h.listJobs)
+	h.route(r, post, "/jobs/:id/cancel", Superuser, "build.cancel", h.cancelJob)
+}
+
+// ownEvents keeps the events of the caller: what it did, and what was done to it.
+func (h *handlers) ownEvents(c *fiber.Ctx) func(store.AuditEvent) bool {
+	cl, _ := callerOf(c)
+	return func(e store.AuditEvent) bool { return e.Actor == cl.user.ID || e.Subject == cl.user.ID }
 }
 
 // CatalogApp is one app of the catalog.
@@ -93,8 +119,11 @@ type Deployment struct {
 	Owner     string          `json:"owner"`
 	State     string          `json:"state"`
 	Config    json.RawMessage `json:"config"`
-	CreatedAt time.Time       `json:"created_at"`
-	UpdatedAt time.Time       `json:"updated_at"`
+	// SecretsSet lists the JSON pointers of the secret options that hold a value.
+	SecretsSet   []string            `json:"secrets_set,omitempty"`
+	UpdatePolicy deploy.UpdatePolicy `json:"update_policy"`
+	CreatedAt    time.Time           `json:"created_at"`
+	UpdatedAt    time.Time           `json:"updated_at"`
 	// Nodes maps each node to its addresses (port name to host:port).
 	Nodes map[string]map[string]string `json:"nodes,omitempty"`
 	// Resources lists what the deployment holds at its providers.
@@ -121,12 +150,25 @@ type Retained struct {
 }
 
 func toDeployment(d store.Deployment) Deployment {
-	return Deployment{ID: d.ID, Namespace: d.Namespace, Name: d.Name, Owner: d.Owner, State: d.State,
-		Config: json.RawMessage(d.Config), CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+	out := Deployment{ID: d.ID, Namespace: d.Namespace, Name: d.Name, Owner: d.Owner, State: d.State,
+		Config: json.RawMessage(d.Config), UpdatePolicy: deploy.PolicyOf(d), CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
+	refs := map[string]string{}
+	if json.Unmarshal([]byte(d.SecretRefs), &refs) == nil {
+		for pointer := range refs {
+			out.SecretsSet = append(out.SecretsSet, pointer)
+		}
+		sort.Strings(out.SecretsSet)
+	}
+	return out
 }
 
 func (h *handlers) listDeployments(c *fiber.Ctx) error {
-	ds, err := h.d.Store.ListDeployments(c.UserContext(), "")
+	cl, _ := callerOf(c)
+	owner := cl.user.ID
+	if cl.user.Superuser {
+		owner = ""
+	}
+	ds, err := h.d.Store.ListDeployments(c.UserContext(), owner)
 	if err != nil {
 		return err
 	}
@@ -148,10 +190,12 @@ func (h *handlers) createDeployment(c *fiber.Ctx) error {
 	if err := json.Unmarshal(c.Body(), &req); err != nil {
 		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Message: "the body is not a JSON object with name and namespace"}
 	}
-	d, err := h.d.Engine.Create(c.UserContext(), "", req.Name, req.Namespace)
+	cl, _ := callerOf(c)
+	d, err := h.d.Engine.Create(c.UserContext(), cl.user.ID, req.Name, req.Namespace)
 	if err != nil {
 		return err
 	}
+	c.Locals("deployment", d.ID)
 	return c.Status(fiber.StatusCreated).JSON(toDeployment(d))
 }
 
@@ -222,6 +266,7 @@ func (h *handlers) submit(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	c.Locals("build", b.ID)
 	out := toBuild(b)
 	out.Unmigrated = unmigrated
 	return c.Status(fiber.StatusAccepted).JSON(out)
@@ -252,6 +297,7 @@ func (h *handlers) accepted(c *fiber.Ctx, op func(ctx context.Context, id string
 	if err != nil {
 		return err
 	}
+	c.Locals("build", b.ID)
 	return c.Status(fiber.StatusAccepted).JSON(toBuild(b))
 }
 

@@ -142,7 +142,7 @@ func TestServeKilledLeavesNoPlugin(t *testing.T) {
 		}
 	}
 	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + listen + "/api/v1/plugins")
+		resp, err := http.Get("http://" + listen + "/healthz")
 		if err != nil {
 			return false
 		}

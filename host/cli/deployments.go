@@ -22,6 +22,7 @@ import (
 
 const (
 	serverEnv = "FEDHOST_SERVER"
+	tokenEnv  = "FEDHOST_TOKEN"
 	// On submit and preview --config names the deployment's configuration; it hides the
 	// global --config, so the host's file is then named by FEDHOST_CONFIG.
 	deploymentConfigUsage = "the deployment's configuration (JSON), - for stdin (required; name the host's configuration file with env FEDHOST_CONFIG here)"
@@ -31,6 +32,7 @@ const (
 type remote struct {
 	e        *env
 	server   string
+	token    string
 	json     bool
 	wait     bool
 	interval time.Duration
@@ -44,6 +46,7 @@ func (e *env) deploymentsCommand() *cobra.Command {
 		Short: "Create, configure, deploy and inspect deployments through the API of a running `fedhost serve`",
 	}
 	cmd.PersistentFlags().StringVar(&r.server, "server", "", "URL of the fedhost API (env "+serverEnv+"; default http:// and the listen address of the configuration)")
+	cmd.PersistentFlags().StringVar(&r.token, "token", "", "API token (env "+tokenEnv+"; make one with `fedhost users token`)")
 	cmd.PersistentFlags().BoolVar(&r.json, "json", false, "print the API's JSON answer as it is")
 
 	waitFlags := func(c *cobra.Command) *cobra.Command {
@@ -239,6 +242,13 @@ func (r *remote) fetch(ctx context.Context, method, path string, body []byte) ([
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	token := r.token
+	if token == "" {
+		token = os.Getenv(tokenEnv)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	resp, err := r.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("cannot reach the fedhost API at %s (%v): start `fedhost serve` or point --server or %s at it", base, err, serverEnv)

@@ -7,9 +7,13 @@ import (
 	"net"
 	"time"
 
+	"github.com/gofiber/fiber/v2"
+	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/cobra"
 
 	"github.com/fedhost/fedhost/host/api"
+	"github.com/fedhost/fedhost/host/audit"
+	"github.com/fedhost/fedhost/host/auth"
 	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/config"
 	"github.com/fedhost/fedhost/host/deploy"
@@ -90,7 +94,23 @@ func (e *env) serve(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen (%s): %w", cfg.Listen, err)
 	}
-	app := api.New(api.Deps{Plugins: manager, Engine: engine, Store: st, Version: Version})
+	trail := audit.New(st, audit.Options{})
+	accounts := auth.New(st, auth.Options{Audit: trail})
+	if password, err := accounts.EnsureAdmin(ctx); err != nil {
+		return err
+	} else if password != "" {
+		// Printed once, to the terminal only: never to the log.
+		fmt.Fprintf(e.stdout, "\nfirst start: created the superuser \"admin\" with the one-time password\n\n    %s\n\nsign in and change it; it is not shown again.\n\n", password)
+	}
+	go keepAudit(ctx, trail, cfg.AuditRetention(), log.Named("audit"))
+	defer func() {
+		if err := trail.Flush(context.Background()); err != nil {
+			log.Error("writing the last audit counts", "error", err)
+		}
+	}()
+
+	app := fiber.New(api.Config())
+	api.Mount(app, api.Deps{Plugins: manager, Engine: engine, Store: st, Auth: accounts, Audit: trail, Logger: log.Named("api"), Version: Version})
 	served := make(chan error, 1)
 	go func() { served <- app.Listener(ln) }()
 	log.Info("serving", "address", "http://"+ln.Addr().String(), "data_dir", cfg.DataDir)
@@ -102,6 +122,38 @@ func (e *env) serve(ctx context.Context) error {
 	}
 	log.Info("stopping")
 	return app.ShutdownWithTimeout(10 * time.Second)
+}
+
+// keepAudit writes the counts of rate-limited refusals as their windows end, and prunes
+// events older than the retention once a day (0 keeps all).
+func keepAudit(ctx context.Context, trail *audit.Log, retention time.Duration, log hclog.Logger) {
+	sweep := time.NewTicker(30 * time.Second)
+	defer sweep.Stop()
+	prune := time.NewTicker(24 * time.Hour)
+	defer prune.Stop()
+	pruneNow := func() {
+		if retention == 0 {
+			return
+		}
+		if n, err := trail.PruneRetention(ctx, retention); err != nil {
+			log.Error("pruning the audit trail", "error", err)
+		} else if n > 0 {
+			log.Info("pruned the audit trail", "events", n)
+		}
+	}
+	pruneNow()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sweep.C:
+			if err := trail.Sweep(ctx); err != nil {
+				log.Error("writing audit counts", "error", err)
+			}
+		case <-prune.C:
+			pruneNow()
+		}
+	}
 }
 
 // pluginSettings gives each plugin the settings of fedhost.hcl: a provider those of the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -113,6 +114,35 @@ func (e *env) usersCommand() *cobra.Command {
 			})
 		},
 	}
-	cmd.AddCommand(create, reset, promote, list)
+	var tokenName string
+	var days int
+	token := &cobra.Command{
+		Use:   "token USER [--name NAME] [--days N]",
+		Short: "Make an API token for scripts (fedhost deployments --token, or Authorization: Bearer) and print it once",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return e.withAccounts(c.Context(), func(ctx context.Context, svc *auth.Service) error {
+				users, err := svc.Users(ctx)
+				if err != nil {
+					return err
+				}
+				for _, u := range users {
+					if u.Name != args[0] {
+						continue
+					}
+					value, t, err := svc.NewToken(ctx, u.ID, tokenName, time.Duration(days)*24*time.Hour)
+					if err != nil {
+						return err
+					}
+					fmt.Fprintf(e.stdout, "token %q of %s, valid until %s, shown only now:\n%s\n", t.Name, u.Name, t.ExpiresAt.Format(time.DateOnly), value)
+					return nil
+				}
+				return fmt.Errorf("no user %q: see `fedhost users list`", args[0])
+			})
+		},
+	}
+	token.Flags().StringVar(&tokenName, "name", "cli", "what the token is for")
+	token.Flags().IntVar(&days, "days", 90, "lifetime in days (at most 366)")
+	cmd.AddCommand(create, reset, promote, list, token)
 	return cmd
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strconv"
+	"time"
 
 	"github.com/spf13/pflag"
 )
@@ -28,6 +30,8 @@ type Config struct {
 	LogLevel string
 	// LogFormat is "text" or "json".
 	LogFormat string
+	// AuditRetentionDays is how many days audit events are kept ("0" keeps all).
+	AuditRetentionDays string
 	// Resources lists, per resource type, the provider that answers it.
 	Resources []Resource
 	// Registrars lists the registrar drivers in use.
@@ -69,6 +73,8 @@ func Default() *Config {
 		PluginDir: "bin/plugins",
 		LogLevel:  "info",
 		LogFormat: "text",
+
+		AuditRetentionDays: "365",
 		Resources: []Resource{
 			{Type: "postgresql", Provider: "postgresql", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
 			{Type: "s3", Provider: "versitygw", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
@@ -161,3 +167,9 @@ func configFile(path string, lookupEnv func(string) (string, bool), flags *pflag
 }
 
 func emptyObject() json.RawMessage { return json.RawMessage(`{}`) }
+
+// AuditRetention is AuditRetentionDays as a duration; 0 keeps all events.
+func (c *Config) AuditRetention() time.Duration {
+	days, _ := strconv.Atoi(c.AuditRetentionDays)
+	return time.Duration(days) * 24 * time.Hour
+}

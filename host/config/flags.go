@@ -26,6 +26,7 @@ var settings = []setting{
 	{"plugin_dir", "directory the plugins are loaded from", func(c *Config) *string { return &c.PluginDir }},
 	{"log_level", "trace, debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }},
 	{"log_format", "text or json", func(c *Config) *string { return &c.LogFormat }},
+	{"audit_retention_days", "days audit events are kept; 0 keeps all", func(c *Config) *string { return &c.AuditRetentionDays }},
 }
 
 func (s setting) flag() string { return strings.ReplaceAll(s.name, "_", "-") }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -46,6 +47,9 @@ func (c *Config) validate() error {
 	}
 	if !slices.Contains(logFormats, c.LogFormat) {
 		bad("log_format", "%q is not a log format; use one of %s", c.LogFormat, strings.Join(logFormats, ", "))
+	}
+	if days, err := strconv.Atoi(c.AuditRetentionDays); err != nil || days < 0 {
+		bad("audit_retention_days", "%q is not a number of days; use 0 to keep all events, or e.g. 365", c.AuditRetentionDays)
 	}
 	return errors.Join(errs...)
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -75,6 +76,8 @@ type host struct {
 	cmd     *exec.Cmd
 	log     *lockedBuffer
 	logs    []string // every log of every run of this host
+	// token is the API token of the first superuser, made at the first start.
+	token string
 }
 
 type lockedBuffer struct {
@@ -138,6 +141,43 @@ func (h *host) start() {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, 90*time.Second, 100*time.Millisecond, "fedhost serve did not come up:\n%s", h.log)
+	if h.token == "" {
+		h.token = h.adminToken()
+	}
+}
+
+var firstPassword = regexp.MustCompile(`one-time password\s+(\S+)`)
+
+// adminToken signs in with the password the first start printed and makes an API token.
+func (h *host) adminToken() string {
+	m := firstPassword.FindStringSubmatch(h.log.String())
+	require.NotNil(h.t, m, "the first start printed no password:\n%s", h.log)
+	body, err := json.Marshal(map[string]string{"name": "admin", "password": m[1]})
+	require.NoError(h.t, err)
+	resp, err := http.Post("http://"+h.addr+"/api/v1/login", "application/json", bytes.NewReader(body))
+	require.NoError(h.t, err)
+	defer resp.Body.Close()
+	var login struct {
+		CSRF string `json:"csrf_token"`
+	}
+	require.NoError(h.t, json.NewDecoder(resp.Body).Decode(&login))
+	require.Equal(h.t, http.StatusOK, resp.StatusCode)
+	req, err := http.NewRequest("POST", "http://"+h.addr+"/api/v1/tokens", strings.NewReader(`{"name":"e2e","lifetime_days":1}`))
+	require.NoError(h.t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-CSRF-Token", login.CSRF)
+	for _, c := range resp.Cookies() {
+		req.AddCookie(c)
+	}
+	tr, err := http.DefaultClient.Do(req)
+	require.NoError(h.t, err)
+	defer tr.Body.Close()
+	var token struct {
+		Token string `json:"token"`
+	}
+	require.NoError(h.t, json.NewDecoder(tr.Body).Decode(&token))
+	require.Equal(h.t, http.StatusCreated, tr.StatusCode)
+	return token.Token
 }
 
 // stop ends serve gracefully.
@@ -197,6 +237,7 @@ func (h *host) call(method, path string, body any, out any) int {
 	req, err := http.NewRequest(method, "http://"+h.addr+"/api/v1"+path, r)
 	require.NoError(h.t, err)
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+h.token)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(h.t, err)
 	defer resp.Body.Close()

@@ -59,6 +59,7 @@ type riverClient interface {
 	StopAndCancel(ctx context.Context) error
 	Insert(ctx context.Context, args river.JobArgs, opts *river.InsertOpts) (*rivertype.JobInsertResult, error)
 	JobList(ctx context.Context, params *river.JobListParams) (*river.JobListResult, error)
+	JobCancel(ctx context.Context, jobID int64) (*rivertype.JobRow, error)
 }
 
 // Queue enqueues builds and works them.
@@ -154,8 +155,32 @@ func (q *Queue) EnqueueBuild(ctx context.Context, buildID string) error {
 	if b.State.Finished() {
 		return fmt.Errorf("build %s is already %s: %w", buildID, b.State, store.ErrBuildFinished)
 	}
-	if _, err := q.client.Insert(ctx, buildArgs{BuildID: b.ID, DeploymentID: b.DeploymentID}, nil); err != nil {
+	res, err := q.client.Insert(ctx, buildArgs{BuildID: b.ID, DeploymentID: b.DeploymentID}, nil)
+	if err != nil {
 		return fmt.Errorf("enqueueing build %s: %w", buildID, err)
+	}
+	return q.store.SetBuildJob(ctx, b.ID, res.Job.ID)
+}
+
+// Cancel cancels a queued or running build: a queued one is canceled at once, a running
+// one when its worker sees the cancellation (River cancels its context).
+func (q *Queue) Cancel(ctx context.Context, buildID string) error {
+	b, err := q.store.GetBuild(ctx, buildID)
+	if err != nil {
+		return err
+	}
+	if b.State.Finished() {
+		return fmt.Errorf("build %s is already %s: %w", buildID, b.State, store.ErrBuildFinished)
+	}
+	if b.JobID != 0 {
+		if _, err := q.client.JobCancel(ctx, b.JobID); err != nil {
+			return fmt.Errorf("canceling build %s: %w", buildID, err)
+		}
+	}
+	if b.State == store.BuildQueued {
+		if err := q.store.SetBuildState(ctx, buildID, store.BuildCanceled, "canceled before it ran"); err != nil && !errors.Is(err, store.ErrBuildFinished) {
+			return err
+		}
 	}
 	return nil
 }

@@ -137,3 +137,17 @@ func (s *Store) ExpiredRetained(ctx context.Context, t time.Time) ([]Resource, e
 	err := s.db.WithContext(ctx).Where("state = ? AND retain_until < ?", ResourceRetained, t).Find(&out).Error
 	return out, err
 }
+
+// ListAllBuilds returns the newest builds of every deployment, at most limit.
+func (s *Store) ListAllBuilds(ctx context.Context, limit int) ([]Build, error) {
+	var out []Build
+	if err := s.db.WithContext(ctx).Order("created_at DESC, id DESC").Limit(limit).Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("listing builds: %w", err)
+	}
+	return out, nil
+}
+
+// SetBuildJob records the River job of a build.
+func (s *Store) SetBuildJob(ctx context.Context, buildID string, jobID int64) error {
+	return s.db.WithContext(ctx).Model(&Build{}).Where("id = ?", buildID).Update("job_id", jobID).Error
+}

@@ -21,6 +21,7 @@ var migrations = []migration{
 	migrate1,
 	migrate2,
 	migrate3,
+	migrate4,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -212,6 +213,17 @@ func migrate3(tx *gorm.DB) error {
 			pruned_hash text NOT NULL
 		)`,
 		`INSERT INTO audit_chain (id, last_seq, last_hash, pruned_seq, pruned_hash) VALUES (1, 0, '', 0, '')`,
+	)
+}
+
+// migrate4 gives deployments their update policy and builds the River job that runs them.
+func migrate4(tx *gorm.DB) error {
+	return execAll(tx,
+		`ALTER TABLE deployments ADD COLUMN update_policy text NOT NULL DEFAULT 'manual'`,
+		`ALTER TABLE deployments ADD COLUMN update_window_start text NOT NULL DEFAULT ''`,
+		`ALTER TABLE deployments ADD COLUMN update_window_minutes integer NOT NULL DEFAULT 0`,
+		`ALTER TABLE deployments ADD COLUMN time_zone text NOT NULL DEFAULT 'UTC'`,
+		`ALTER TABLE builds ADD COLUMN job_id bigint NOT NULL DEFAULT 0`,
 	)
 }
 

@@ -19,7 +19,13 @@ type Deployment struct {
 	// SecretRefs maps the JSON pointer of each secret the operator typed to its
 	// reference in the secret resource (a JSON object).
 	SecretRefs string
-	CreatedAt  time.Time
+	// UpdatePolicy is manual, automatic or window; the window starts daily at
+	// UpdateWindowStart (HH:MM) in TimeZone and lasts UpdateWindowMinutes.
+	UpdatePolicy        string
+	UpdateWindowStart   string
+	UpdateWindowMinutes int
+	TimeZone            string
+	CreatedAt           time.Time
 	UpdatedAt  time.Time
 }
 
@@ -59,7 +65,9 @@ type Build struct {
 	Operation string
 	// Config is the configuration the build deploys (secrets taken out).
 	Config string
-	State  BuildState
+	// JobID is the River job that runs the build, 0 before it is queued.
+	JobID int64
+	State BuildState
 	// Reason says why the build is in its state, e.g. the error of a failed
 	// build; empty when there is nothing to say.
 	Reason    string

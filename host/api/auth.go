@@ -1,0 +1,352 @@
+package api
+
+import (
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/fedhost/fedhost/host/audit"
+	"github.com/fedhost/fedhost/host/auth"
+	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/store"
+)
+
+// SessionCookie holds the id of a browser session.
+const SessionCookie = "fedhost_session"
+
+// Access says who may call a route.
+type Access int
+
+// The access rules of the authorization table.
+const (
+	// Public routes need no login.
+	Public Access = iota
+	// Signed routes need any signed-in user.
+	Signed
+	// Owner routes need the owner of the deployment (or build) the route names, or a superuser.
+	Owner
+	// Superuser routes need a superuser.
+	Superuser
+)
+
+func (a Access) String() string {
+	return [...]string{"public", "signed-in user", "owner", "superuser"}[a]
+}
+
+// caller is who makes a request.
+type caller struct {
+	user   auth.User
+	issuer audit.Issuer
+	csrf   string // the session's CSRF token; empty for a bearer token
+}
+
+const localCaller = "caller"
+
+func callerOf(c *fiber.Ctx) (caller, bool) {
+	cl, ok := c.Locals(localCaller).(caller)
+	return cl, ok
+}
+
+// authenticate identifies the caller by bearer token or session cookie; it refuses
+// nothing itself: the route's rule does.
+func (h *handlers) authenticate(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	if v := c.Get(fiber.HeaderAuthorization); strings.HasPrefix(v, "Bearer ") {
+		u, err := h.d.Auth.TokenOwner(ctx, strings.TrimPrefix(v, "Bearer "))
+		if err == nil {
+			c.Locals(localCaller, caller{user: u, issuer: audit.IssuerToken})
+		} else if !errors.Is(err, auth.ErrBadToken) {
+			return err
+		}
+	} else if id := c.Cookies(SessionCookie); id != "" {
+		s, err := h.d.Auth.Session(ctx, id)
+		if err == nil {
+			c.Locals(localCaller, caller{user: s.User, issuer: audit.IssuerSession, csrf: s.CSRFToken})
+		} else if !errors.Is(err, auth.ErrNoSession) {
+			return err
+		}
+	}
+	a := audit.Actor{RequestID: requestID(c), ClientIP: c.IP()}
+	if cl, ok := callerOf(c); ok {
+		a.ID, a.Issuer = cl.user.ID, cl.issuer
+	}
+	c.SetUserContext(audit.WithActor(ctx, a))
+	return c.Next()
+}
+
+func requestID(c *fiber.Ctx) string {
+	id, _ := c.Locals("requestid").(string)
+	return id
+}
+
+// route registers a handler under the rule of the authorization table; action names the
+// call in the audit trail, "" for a call that changes nothing.
+func (h *handlers) route(r fiber.Router, method, path string, rule Access, action string, handler fiber.Handler) {
+	h.table = append(h.table, Rule{Method: method, Path: path, Access: rule, Action: action})
+	r.Add(method, path, func(c *fiber.Ctx) error {
+		if err := h.authorize(c, rule, action); err != nil {
+			return err
+		}
+		err := handler(c)
+		if action != "" {
+			h.recordResult(c, action, err)
+		}
+		return err
+	})
+}
+
+// Rule is one line of the authorization table.
+type Rule struct {
+	Method, Path string
+	Access       Access
+	Action       string
+}
+
+// denied is the answer of a refused call, recorded in the audit trail.
+type denied struct {
+	status  int
+	code    string
+	message string
+}
+
+func (d *denied) Error() string { return d.message }
+
+func (h *handlers) authorize(c *fiber.Ctx, rule Access, action string) error {
+	if rule == Public {
+		return nil
+	}
+	refuse := func(status int, code, reason, message string) error {
+		act := action
+		if act == "" {
+			act = strings.ToLower(c.Method()) + " " + c.Route().Path
+		}
+		h.record(c, audit.Event{Action: act, Result: audit.ResultDenied, Reason: reason, DeploymentID: c.Params("id")})
+		return &denied{status: status, code: code, message: message}
+	}
+	cl, ok := callerOf(c)
+	if !ok {
+		return refuse(fiber.StatusUnauthorized, "unauthenticated", "no session or token", "sign in, or send an API token as Authorization: Bearer")
+	}
+	if cl.csrf != "" && c.Method() != fiber.MethodGet && c.Method() != fiber.MethodHead && c.Get("X-CSRF-Token") != cl.csrf {
+		return refuse(fiber.StatusForbidden, "authz_denied", "csrf", "the X-CSRF-Token header does not match this session")
+	}
+	switch rule {
+	case Superuser:
+		if !cl.user.Superuser {
+			return refuse(fiber.StatusForbidden, "authz_denied", "superuser", "only a superuser may call this")
+		}
+	case Owner:
+		owner, err := h.ownerOf(c)
+		if err != nil {
+			return err
+		}
+		if owner != cl.user.ID && !cl.user.Superuser {
+			return refuse(fiber.StatusForbidden, "authz_denied", "owner", "only the deployment's owner may call this")
+		}
+	}
+	return nil
+}
+
+// ownerOf finds the owner of the deployment or build a route names.
+func (h *handlers) ownerOf(c *fiber.Ctx) (string, error) {
+	ctx := c.UserContext()
+	id := c.Params("id")
+	if strings.HasPrefix(c.Route().Path, "/api/v1/builds/") || strings.HasPrefix(c.Route().Path, "/builds/") {
+		b, err := h.d.Store.GetBuild(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		id = b.DeploymentID
+	}
+	d, err := h.d.Engine.Deployment(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return d.Owner, nil
+}
+
+func (h *handlers) record(c *fiber.Ctx, e audit.Event) {
+	if h.d.Audit == nil {
+		return
+	}
+	if e.ClientIP == "" {
+		e.ClientIP = c.IP()
+	}
+	if err := h.d.Audit.Record(c.UserContext(), e); err != nil {
+		h.log(c, "recording an audit event", err)
+	}
+}
+
+func (h *handlers) log(_ *fiber.Ctx, what string, err error) {
+	if h.d.Logger != nil {
+		h.d.Logger.Error(what, "error", err)
+	}
+}
+
+// recordResult records the outcome of a side-effecting call: the location of an error,
+// never a value.
+func (h *handlers) recordResult(c *fiber.Ctx, action string, err error) {
+	e := audit.Event{Action: action, Result: audit.ResultOK, DeploymentID: c.Params("id")}
+	if id, ok := c.Locals("build").(string); ok {
+		e.BuildID = id
+	}
+	if id, ok := c.Locals("deployment").(string); ok {
+		e.DeploymentID = id
+	}
+	var de *deploy.Error
+	var dn *denied
+	switch {
+	case err == nil:
+	case errors.As(err, &dn):
+		return // recorded by authorize
+	case errors.As(err, &de):
+		e.Result, e.Reason = audit.ResultInvalid, de.Code
+		if de.Location != "" {
+			e.Reason = de.Code + " at " + de.Location
+		}
+	case errors.Is(err, store.ErrNotFound):
+		e.Result, e.Reason = audit.ResultInvalid, "not_found"
+	default:
+		e.Result, e.Reason = audit.ResultError, "internal"
+	}
+	if strings.HasPrefix(c.Route().Path, "/api/v1/builds/") || strings.HasPrefix(c.Route().Path, "/api/v1/jobs/") {
+		e.DeploymentID, e.BuildID = "", c.Params("id")
+	}
+	h.record(c, e)
+}
+
+// LoginRequest signs in.
+type LoginRequest struct {
+	Name     string `json:"name"`
+	Password string `json:"password"`
+}
+
+// Me is the signed-in user.
+type Me struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Superuser bool   `json:"superuser"`
+}
+
+func meOf(u auth.User) Me { return Me{ID: u.ID, Name: u.Name, Superuser: u.Superuser} }
+
+func (h *handlers) login(c *fiber.Ctx) error {
+	var req LoginRequest
+	if err := c.BodyParser(&req); err != nil || req.Name == "" {
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/name", Message: "send {\"name\": ..., \"password\": ...}"}
+	}
+	ctx := c.UserContext()
+	u, err := h.d.Auth.Authenticate(ctx, req.Name, req.Password, c.IP())
+	if errors.Is(err, auth.ErrBadCredentials) || errors.Is(err, auth.ErrRateLimited) {
+		msg := "wrong name or password"
+		if errors.Is(err, auth.ErrRateLimited) {
+			msg = "too many failed sign-ins: wait 15 minutes"
+		}
+		return &denied{status: fiber.StatusUnauthorized, code: "unauthenticated", message: msg}
+	}
+	if err != nil {
+		return err
+	}
+	s, err := h.d.Auth.NewSession(ctx, u.ID)
+	if err != nil {
+		return err
+	}
+	c.Cookie(&fiber.Cookie{Name: SessionCookie, Value: s.ID, Path: "/", HTTPOnly: true, SameSite: "Lax",
+		Secure: c.Protocol() == "https", Expires: s.ExpiresAt})
+	return c.JSON(fiber.Map{"user": meOf(u), "csrf_token": s.CSRFToken})
+}
+
+func (h *handlers) logout(c *fiber.Ctx) error {
+	if id := c.Cookies(SessionCookie); id != "" {
+		if err := h.d.Auth.EndSession(c.UserContext(), id); err != nil {
+			return err
+		}
+	}
+	c.ClearCookie(SessionCookie)
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
+func (h *handlers) me(c *fiber.Ctx) error {
+	cl, _ := callerOf(c)
+	return c.JSON(meOf(cl.user))
+}
+
+// TokenRequest makes an API token for scripts.
+type TokenRequest struct {
+	Name         string `json:"name"`
+	LifetimeDays int    `json:"lifetime_days"`
+}
+
+// TokenAnswer shows a new token once.
+type TokenAnswer struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+func (h *handlers) newToken(c *fiber.Ctx) error {
+	var req TokenRequest
+	if err := c.BodyParser(&req); err != nil || req.Name == "" {
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/name", Message: "a token needs a name"}
+	}
+	if req.LifetimeDays < 1 || req.LifetimeDays > 366 {
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/lifetime_days", Message: "a token lives 1 to 366 days"}
+	}
+	cl, _ := callerOf(c)
+	token, t, err := h.d.Auth.NewToken(c.UserContext(), cl.user.ID, req.Name, time.Duration(req.LifetimeDays)*24*time.Hour)
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusCreated).JSON(TokenAnswer{ID: t.ID, Name: t.Name, Token: token, ExpiresAt: t.ExpiresAt})
+}
+
+// AuditEvent is one event of the audit trail.
+type AuditEvent struct {
+	Seq          int64     `json:"seq"`
+	Time         time.Time `json:"time"`
+	Actor        string    `json:"actor,omitempty"`
+	Issuer       string    `json:"issuer,omitempty"`
+	Action       string    `json:"action"`
+	DeploymentID string    `json:"deployment_id,omitempty"`
+	BuildID      string    `json:"build_id,omitempty"`
+	Subject      string    `json:"subject,omitempty"`
+	RequestID    string    `json:"request_id,omitempty"`
+	Result       string    `json:"result"`
+	Reason       string    `json:"reason,omitempty"`
+	Count        int       `json:"count"`
+	PrevHash     string    `json:"prev_hash"`
+	Hash         string    `json:"hash"`
+}
+
+func (h *handlers) auditEvents(filter func(*fiber.Ctx) func(store.AuditEvent) bool) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		only := filter(c)
+		after := int64(c.QueryInt("after", 0))
+		limit := c.QueryInt("limit", 200)
+		if limit < 1 || limit > 1000 {
+			limit = 200
+		}
+		out := []AuditEvent{}
+		for len(out) < limit {
+			rows, err := h.d.Store.AuditEvents(c.UserContext(), after, 1000)
+			if err != nil {
+				return err
+			}
+			if len(rows) == 0 {
+				break
+			}
+			for _, r := range rows {
+				after = r.Seq
+				if only(r) && len(out) < limit {
+					out = append(out, AuditEvent{Seq: r.Seq, Time: r.Time, Actor: r.Actor, Issuer: r.Issuer, Action: r.Action,
+						DeploymentID: r.DeploymentID, BuildID: r.BuildID, Subject: r.Subject, RequestID: r.RequestID,
+						Result: r.Result, Reason: r.Reason, Count: r.Count, PrevHash: r.PrevHash, Hash: r.Hash})
+				}
+			}
+		}
+		return c.JSON(out)
+	}
+}
