@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -292,8 +293,8 @@ func (h *handlers) newToken(c *fiber.Ctx) error {
 	if err := c.BodyParser(&req); err != nil || req.Name == "" {
 		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/name", Message: "a token needs a name"}
 	}
-	if req.LifetimeDays < 1 || req.LifetimeDays > 366 {
-		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/lifetime_days", Message: "a token lives 1 to 366 days"}
+	if max := int(auth.MaxTokenLifetime / (24 * time.Hour)); req.LifetimeDays < 1 || req.LifetimeDays > max {
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/lifetime_days", Message: fmt.Sprintf("a token lives 1 to %d days", max)}
 	}
 	cl, _ := callerOf(c)
 	token, t, err := h.d.Auth.NewToken(c.UserContext(), cl.user.ID, req.Name, time.Duration(req.LifetimeDays)*24*time.Hour)

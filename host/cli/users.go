@@ -142,7 +142,7 @@ func (e *env) usersCommand() *cobra.Command {
 		},
 	}
 	token.Flags().StringVar(&tokenName, "name", "cli", "what the token is for")
-	token.Flags().IntVar(&days, "days", 90, "lifetime in days (at most 366)")
+	token.Flags().IntVar(&days, "days", 90, "lifetime in days (at most 365)")
 	cmd.AddCommand(create, reset, promote, list, token)
 	return cmd
 }
