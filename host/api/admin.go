@@ -1,11 +1,14 @@
 package api
 
 import (
+	"errors"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/fedhost/fedhost/host/auth"
 	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/store"
 )
 
 // User is an operator account as the API shows it.
@@ -41,8 +44,13 @@ func (h *handlers) createUser(c *fiber.Ctx) error {
 		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/name", Message: "a user needs a name"}
 	}
 	u, password, err := h.d.Auth.CreateUser(c.UserContext(), req.Name, req.Superuser)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrConflict):
 		return &deploy.Error{Code: deploy.CodeConflict, Location: "/name", Message: err.Error()}
+	case errors.Is(err, auth.ErrInvalidName):
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/name", Message: err.Error()}
+	case err != nil:
+		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(fiber.Map{
 		"user":     User{ID: u.ID, Name: u.Name, Superuser: u.Superuser, CreatedAt: u.CreatedAt},

@@ -128,7 +128,7 @@ func (s *Service) recordResult(ctx context.Context, action, subject string, err 
 	e := audit.Event{Action: action, Subject: subject, Result: audit.ResultOK}
 	switch {
 	case err == nil:
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, errInvalidName):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, ErrInvalidName):
 		e.Result, e.Reason = audit.ResultInvalid, reason
 	default:
 		e.Result, e.Reason = audit.ResultError, reason
@@ -136,7 +136,8 @@ func (s *Service) recordResult(ctx context.Context, action, subject string, err 
 	return errors.Join(err, s.record(ctx, e))
 }
 
-var errInvalidName = errors.New("invalid user name")
+// ErrInvalidName is wrapped by CreateUser for a name that is not a valid user name.
+var ErrInvalidName = errors.New("invalid user name")
 
 // EnsureAdmin creates the superuser "admin" with a generated password when no
 // user exists, and returns that password; it returns "" when users exist. The
@@ -156,7 +157,7 @@ func (s *Service) EnsureAdmin(ctx context.Context) (string, error) {
 // CreateUser creates a user with a generated password, which it returns.
 func (s *Service) CreateUser(ctx context.Context, name string, superuser bool) (User, string, error) {
 	if !namePattern.MatchString(name) {
-		err := fmt.Errorf("user name %q: use 1 to 64 lowercase letters, digits and . _ @ -, starting with a letter or digit: %w", name, errInvalidName)
+		err := fmt.Errorf("user name %q: use 1 to 64 lowercase letters, digits and . _ @ -, starting with a letter or digit: %w", name, ErrInvalidName)
 		return User{}, "", s.recordResult(ctx, "user.create", "", err, "name")
 	}
 	password := rand.Text()

@@ -26,7 +26,7 @@ type Deployment struct {
 	UpdateWindowMinutes int
 	TimeZone            string
 	CreatedAt           time.Time
-	UpdatedAt  time.Time
+	UpdatedAt           time.Time
 }
 
 // BuildState is where a build is in its life.
