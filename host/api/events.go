@@ -30,9 +30,11 @@ type ProgressEvent struct {
 // a reconnecting browser sends (or ?after=N), and ends with an "end" event.
 func (h *handlers) buildEvents(c *fiber.Ctx) error {
 	id := c.Params("id")
-	after, _ := strconv.Atoi(c.Get("Last-Event-ID"))
-	if q := c.QueryInt("after", -1); q >= 0 {
-		after = q
+	// ?after=N says where a first connection starts; a browser's reconnect says where it
+	// stopped with Last-Event-ID, which wins.
+	after := c.QueryInt("after", 0)
+	if id, err := strconv.Atoi(c.Get("Last-Event-ID")); err == nil {
+		after = id
 	}
 	st := h.d.Store
 	if _, err := st.GetBuild(c.UserContext(), id); err != nil {

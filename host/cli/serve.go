@@ -21,6 +21,7 @@ import (
 	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/sdk"
+	"github.com/fedhost/fedhost/ui"
 )
 
 func (e *env) serveCommand() *cobra.Command {
@@ -111,6 +112,7 @@ func (e *env) serve(ctx context.Context) error {
 
 	app := fiber.New(api.Config())
 	api.Mount(app, api.Deps{Plugins: manager, Engine: engine, Store: st, Auth: accounts, Audit: trail, Logger: log.Named("api"), Version: Version})
+	ui.New(ui.Deps{Engine: engine, Store: st, Auth: accounts, Audit: trail, Plugins: manager, Version: Version}).Mount(app)
 	served := make(chan error, 1)
 	go func() { served <- app.Listener(ln) }()
 	log.Info("serving", "address", "http://"+ln.Addr().String(), "data_dir", cfg.DataDir)

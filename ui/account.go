@@ -1,0 +1,75 @@
+package ui
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/fedhost/fedhost/host/store"
+)
+
+// Bounds of the account page's audit history.
+const (
+	ownEventsShown   = 50
+	auditScanWindow  = 500
+	auditScanWindows = 10
+)
+
+type accountData struct {
+	Events []store.AuditEvent
+	// Token is the value of a token just created, shown once.
+	Token, TokenName, TokenError string
+	TokenExpires                 time.Time
+}
+
+func (u *UI) account(c *fiber.Ctx, s *session) error {
+	return u.showAccount(c, s, fiber.StatusOK, accountData{})
+}
+
+func (u *UI) showAccount(c *fiber.Ctx, s *session, status int, data accountData) error {
+	events, err := u.ownEvents(s.ctx, s.ID)
+	if err != nil {
+		return err
+	}
+	data.Events = events
+	return u.render(c, status, "account", u.view(s, "Account", "account", data))
+}
+
+// ownEvents returns the newest audit events by or about user, newest first. The store reads the
+// trail only forward, so this reads the last windows of it and stops at
+// auditScanWindows*auditScanWindow events back.
+func (u *UI) ownEvents(ctx context.Context, user string) ([]store.AuditEvent, error) {
+	head, err := u.d.Store.AuditChainState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []store.AuditEvent
+	for end, i := head.LastSeq, 0; end > 0 && i < auditScanWindows && len(out) < ownEventsShown; end, i = end-auditScanWindow, i+1 {
+		events, err := u.d.Store.AuditEvents(ctx, max(end-auditScanWindow, 0), auditScanWindow)
+		if err != nil {
+			return nil, err
+		}
+		for j := len(events) - 1; j >= 0 && len(out) < ownEventsShown; j-- {
+			if e := events[j]; (e.Actor == user || e.Subject == user) && e.Seq <= end {
+				out = append(out, events[j])
+			}
+		}
+	}
+	return out, nil
+}
+
+func (u *UI) createToken(c *fiber.Ctx, s *session) error {
+	name := c.FormValue("name")
+	days, err := strconv.Atoi(c.FormValue("lifetime_days"))
+	if err != nil || days < 1 || days > 365 {
+		return u.showAccount(c, s, fiber.StatusBadRequest, accountData{TokenName: name,
+			TokenError: "Give the token's lifetime as a whole number of days, 1 to 365."})
+	}
+	value, t, err := u.d.Auth.NewToken(s.ctx, s.ID, name, time.Duration(days)*24*time.Hour)
+	if err != nil {
+		return u.showAccount(c, s, fiber.StatusBadRequest, accountData{TokenName: name, TokenError: err.Error()})
+	}
+	return u.showAccount(c, s, fiber.StatusCreated, accountData{Token: value, TokenName: t.Name, TokenExpires: t.ExpiresAt})
+}

@@ -1,0 +1,144 @@
+package ui
+
+import (
+	"encoding/json"
+	"errors"
+	"html/template"
+	"net/url"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/fedhost/fedhost/host/audit"
+	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/ui/form"
+)
+
+type configureData struct {
+	D         store.Deployment
+	Fields    template.HTML
+	Plan      *deploy.Plan
+	NoCatalog bool
+}
+
+func (u *UI) configurePage(c *fiber.Ctx, s *session) error {
+	d, err := u.ownDeployment(s, c.Params("id"), "deployment.read")
+	if err != nil {
+		return err
+	}
+	return u.showConfigure(c, s, d, fiber.StatusOK, configureState{value: json.RawMessage(d.Config)})
+}
+
+// configureState is what the configuration page shows beside the deployment.
+type configureState struct {
+	value   json.RawMessage
+	errs    map[string]string
+	plan    *deploy.Plan
+	message string
+}
+
+func (u *UI) showConfigure(c *fiber.Ctx, s *session, d store.Deployment, status int, st configureState) error {
+	data := configureData{D: d, Plan: st.plan}
+	if cat := u.d.Engine.Catalog(); cat == nil {
+		data.NoCatalog = true
+	} else {
+		fields, err := form.Render(cat.Schema(), st.value, form.Options{Errors: st.errs, SecretsSet: secretsSet(d)})
+		if err != nil {
+			return err
+		}
+		data.Fields = fields
+	}
+	v := u.view(s, "Configure "+d.Name, "deployments", data)
+	v.Error = st.message
+	return u.render(c, status, "configure", v)
+}
+
+// secretsSet is the writeOnly values the deployment has stored: the keys of its secret refs.
+func secretsSet(d store.Deployment) map[string]bool {
+	refs := map[string]string{}
+	_ = json.Unmarshal([]byte(d.SecretRefs), &refs)
+	out := make(map[string]bool, len(refs))
+	for ptr := range refs {
+		out[ptr] = true
+	}
+	return out
+}
+
+func (u *UI) configure(c *fiber.Ctx, s *session) error {
+	d, err := u.ownDeployment(s, c.Params("id"), "deployment.submit")
+	if err != nil {
+		return err
+	}
+	cat := u.d.Engine.Catalog()
+	if cat == nil {
+		return u.showConfigure(c, s, d, fiber.StatusServiceUnavailable, configureState{})
+	}
+	raw, err := form.Decode(cat.Schema(), formValues(c))
+	var fe *form.Error
+	if errors.As(err, &fe) {
+		return u.showConfigure(c, s, d, fiber.StatusBadRequest, configureState{value: json.RawMessage(d.Config), errs: fe.Fields,
+			message: "Some values could not be read; they are marked below, next to the stored configuration. Correct them and send again."})
+	}
+	if err != nil {
+		return err
+	}
+	switch c.FormValue("action") {
+	case "preview":
+		plan, err := u.d.Engine.Preview(s.ctx, d.ID, raw)
+		if st, ok := refused(err, raw); ok {
+			return u.showConfigure(c, s, d, statusOf(err), st)
+		}
+		if err != nil {
+			return err
+		}
+		return u.showConfigure(c, s, d, fiber.StatusOK, configureState{value: raw, plan: &plan})
+	case "deploy":
+		b, _, err := u.d.Engine.Submit(s.ctx, d.ID, raw)
+		result, reason := resultOf(err)
+		if rerr := u.record(s.ctx, audit.Event{Action: "deployment.submit", DeploymentID: d.ID, BuildID: b.ID, Result: result, Reason: reason}); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		if st, ok := refused(err, raw); ok {
+			return u.showConfigure(c, s, d, statusOf(err), st)
+		}
+		if err != nil {
+			return err
+		}
+		return c.Redirect("/builds/"+b.ID, fiber.StatusSeeOther)
+	}
+	return u.showConfigure(c, s, d, fiber.StatusBadRequest, configureState{value: raw,
+		message: "Choose Preview to see what would change, or Deploy to apply the configuration."})
+}
+
+// refused turns an engine refusal into the page that shows it: an invalid value next to
+// its field, anything else (a build still running, a full queue) above the form.
+func refused(err error, raw json.RawMessage) (configureState, bool) {
+	var de *deploy.Error
+	if !errors.As(err, &de) {
+		return configureState{}, false
+	}
+	st := configureState{value: raw, message: de.Message}
+	if de.Code == deploy.CodeInvalidConfiguration && de.Location != "" {
+		st.errs = map[string]string{de.Location: de.Message}
+		st.message = "The configuration was not accepted: see the marked field."
+	}
+	return st, true
+}
+
+// statusOf is the HTTP status of an engine refusal, as the API answers it.
+func statusOf(err error) int {
+	var de *deploy.Error
+	if errors.As(err, &de) && de.Code == deploy.CodeInvalidConfiguration {
+		return fiber.StatusBadRequest
+	}
+	return fiber.StatusConflict
+}
+
+// formValues is the urlencoded body of the request, as form.Decode reads it.
+func formValues(c *fiber.Ctx) url.Values {
+	v := url.Values{}
+	c.Request().PostArgs().VisitAll(func(key, value []byte) {
+		v.Add(string(key), string(value))
+	})
+	return v
+}

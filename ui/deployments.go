@@ -1,0 +1,241 @@
+package ui
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sort"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/fedhost/fedhost/host/audit"
+	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/sdk/contract"
+)
+
+type deploymentRow struct {
+	store.Deployment
+	OwnerName string
+}
+
+func (u *UI) deployments(c *fiber.Ctx, s *session) error {
+	owner := s.ID
+	if s.Superuser {
+		owner = ""
+	}
+	list, err := u.d.Store.ListDeployments(s.ctx, owner)
+	if err != nil {
+		return err
+	}
+	names, err := u.userNames(s.ctx)
+	if err != nil {
+		return err
+	}
+	rows := make([]deploymentRow, len(list))
+	for i, d := range list {
+		rows[i] = deploymentRow{Deployment: d, OwnerName: names[d.Owner]}
+	}
+	return u.render(c, fiber.StatusOK, "deployments", u.view(s, "Deployments", "deployments", rows))
+}
+
+// userNames maps user ids to names, for pages that show owners and actors.
+func (u *UI) userNames(ctx context.Context) (map[string]string, error) {
+	users, err := u.d.Auth.Users(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(users))
+	for _, x := range users {
+		out[x.ID] = x.Name
+	}
+	return out, nil
+}
+
+type newDeploymentData struct {
+	Namespace, Name string
+	Errors          map[string]string
+}
+
+func (u *UI) newDeployment(c *fiber.Ctx, s *session) error {
+	return u.render(c, fiber.StatusOK, "deployment_new", u.view(s, "New deployment", "deployments", newDeploymentData{}))
+}
+
+func (u *UI) createDeployment(c *fiber.Ctx, s *session) error {
+	data := newDeploymentData{Namespace: c.FormValue("namespace"), Name: c.FormValue("name")}
+	d, err := u.d.Engine.Create(s.ctx, s.ID, data.Name, data.Namespace)
+	result, reason := resultOf(err)
+	if rerr := u.record(s.ctx, audit.Event{Action: "deployment.create", DeploymentID: d.ID, Result: result, Reason: reason}); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	var de *deploy.Error
+	if errors.As(err, &de) {
+		v := u.view(s, "New deployment", "deployments", newDeploymentData{Namespace: data.Namespace, Name: data.Name,
+			Errors: map[string]string{de.Location: de.Message}})
+		if de.Location == "" {
+			v.Error = de.Message
+		}
+		status := fiber.StatusBadRequest
+		if de.Code == deploy.CodeConflict {
+			status = fiber.StatusConflict
+		}
+		return u.render(c, status, "deployment_new", v)
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect("/deployments/"+d.ID, fiber.StatusSeeOther)
+}
+
+// node is an instance of a deployment with the addresses it answers at.
+type node struct {
+	Name, App, State string
+	Addresses        []address
+}
+
+type address struct{ Port, HostPort string }
+
+type deploymentData struct {
+	D       store.Deployment
+	Owner   string
+	Nodes   []node
+	Builds  []store.Build
+	Running bool
+}
+
+func (u *UI) deployment(c *fiber.Ctx, s *session) error {
+	d, err := u.ownDeployment(s, c.Params("id"), "deployment.read")
+	if err != nil {
+		return err
+	}
+	return u.showDeployment(c, s, d, fiber.StatusOK, "")
+}
+
+func (u *UI) showDeployment(c *fiber.Ctx, s *session, d store.Deployment, status int, message string) error {
+	rows, err := u.d.Store.Resources(s.ctx, d.ID)
+	if err != nil {
+		return err
+	}
+	data := deploymentData{D: d}
+	for _, r := range rows {
+		if r.Type != contract.Instance {
+			continue
+		}
+		n := node{Name: r.Name, App: r.App, State: r.State}
+		var ir contract.InstanceResult
+		if json.Unmarshal([]byte(r.Result), &ir) == nil {
+			for port, hp := range ir.Addresses {
+				n.Addresses = append(n.Addresses, address{Port: port, HostPort: hp})
+			}
+			sort.Slice(n.Addresses, func(i, j int) bool { return n.Addresses[i].Port < n.Addresses[j].Port })
+		}
+		data.Nodes = append(data.Nodes, n)
+	}
+	if data.Builds, err = u.d.Store.ListBuilds(s.ctx, d.ID, 5); err != nil {
+		return err
+	}
+	data.Running = len(data.Builds) > 0 && !data.Builds[0].State.Finished()
+	names, err := u.userNames(s.ctx)
+	if err != nil {
+		return err
+	}
+	data.Owner = names[d.Owner]
+	v := u.view(s, d.Name, "deployments", data)
+	v.Error = message
+	return u.render(c, status, "deployment", v)
+}
+
+// operation is a button of the deployment page that queues a build.
+func (u *UI) operation(action string, run func(*deploy.Engine, context.Context, string) (store.Build, error)) handler {
+	return func(c *fiber.Ctx, s *session) error {
+		d, err := u.ownDeployment(s, c.Params("id"), action)
+		if err != nil {
+			return err
+		}
+		b, err := run(u.d.Engine, s.ctx, d.ID)
+		result, reason := resultOf(err)
+		if rerr := u.record(s.ctx, audit.Event{Action: action, DeploymentID: d.ID, BuildID: b.ID, Result: result, Reason: reason}); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		var de *deploy.Error
+		if errors.As(err, &de) {
+			return u.showDeployment(c, s, d, fiber.StatusConflict, de.Message)
+		}
+		if err != nil {
+			return err
+		}
+		return c.Redirect("/builds/"+b.ID, fiber.StatusSeeOther)
+	}
+}
+
+type historyData struct {
+	D      store.Deployment
+	Builds []store.Build
+}
+
+func (u *UI) history(c *fiber.Ctx, s *session) error {
+	d, err := u.ownDeployment(s, c.Params("id"), "deployment.read")
+	if err != nil {
+		return err
+	}
+	builds, err := u.d.Store.ListBuilds(s.ctx, d.ID, 0)
+	if err != nil {
+		return err
+	}
+	return u.render(c, fiber.StatusOK, "builds", u.view(s, "History of "+d.Name, "deployments", historyData{D: d, Builds: builds}))
+}
+
+type policyData struct {
+	D      store.Deployment
+	Policy deploy.UpdatePolicy
+	Errors map[string]string
+	Saved  bool
+}
+
+func (u *UI) policyPage(c *fiber.Ctx, s *session) error {
+	d, err := u.ownDeployment(s, c.Params("id"), "deployment.read")
+	if err != nil {
+		return err
+	}
+	p := deploy.PolicyOf(d)
+	if p.TimeZone == "" {
+		p.TimeZone = "UTC" // what the engine stores for an empty one
+	}
+	data := policyData{D: d, Policy: p, Saved: c.Query("saved") != ""}
+	return u.render(c, fiber.StatusOK, "policy", u.view(s, "Update policy of "+d.Name, "deployments", data))
+}
+
+func (u *UI) setPolicy(c *fiber.Ctx, s *session) error {
+	d, err := u.ownDeployment(s, c.Params("id"), "deployment.update_policy")
+	if err != nil {
+		return err
+	}
+	p := deploy.UpdatePolicy{Policy: c.FormValue("policy"), WindowStart: c.FormValue("window_start"), TimeZone: c.FormValue("time_zone")}
+	errs := map[string]string{}
+	if m := c.FormValue("window_minutes"); m != "" {
+		n, err := strconv.Atoi(m)
+		if err != nil {
+			errs["/window_minutes"] = "give the window's length as a whole number of minutes, 15 to 1440"
+		}
+		p.WindowMinutes = n
+	}
+	if len(errs) == 0 {
+		_, err = u.d.Engine.SetUpdatePolicy(s.ctx, d.ID, p)
+		result, reason := resultOf(err)
+		if rerr := u.record(s.ctx, audit.Event{Action: "deployment.update_policy", DeploymentID: d.ID, Result: result, Reason: reason}); rerr != nil {
+			return errors.Join(err, rerr)
+		}
+		var de *deploy.Error
+		switch {
+		case errors.As(err, &de) && de.Code == deploy.CodeInvalidConfiguration:
+			errs[de.Location] = de.Message
+		case err != nil:
+			return err
+		default:
+			return c.Redirect("/deployments/"+d.ID+"/policy?saved=1", fiber.StatusSeeOther)
+		}
+	}
+	data := policyData{D: d, Policy: p, Errors: errs}
+	return u.render(c, fiber.StatusBadRequest, "policy", u.view(s, "Update policy of "+d.Name, "deployments", data))
+}

@@ -1,0 +1,315 @@
+package ui
+
+import (
+	"bytes"
+	"context"
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"net/url"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/fedhost/fedhost/host/audit"
+	"github.com/fedhost/fedhost/host/auth"
+	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/plugins"
+	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/ui/form"
+)
+
+// CookieName is the session cookie the UI and the API share.
+const CookieName = "fedhost_session"
+
+//go:embed templates/*.html static/*
+var files embed.FS
+
+// Deps is what the UI serves from. Plugins and Audit may be nil.
+type Deps struct {
+	Engine  *deploy.Engine
+	Store   *store.Store
+	Auth    *auth.Service
+	Audit   *audit.Log
+	Plugins *plugins.Manager
+	Version string
+}
+
+// UI is the operators' web interface.
+type UI struct {
+	d     Deps
+	pages map[string]*template.Template
+}
+
+// New returns the UI of d; it panics if a template does not parse, which a test catches.
+func New(d Deps) *UI {
+	u := &UI{d: d, pages: map[string]*template.Template{}}
+	names, err := fs.Glob(files, "templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	for _, name := range names {
+		base := path.Base(name)
+		if base == "layout.html" {
+			continue
+		}
+		t := template.New("layout.html").Funcs(funcs)
+		u.pages[strings.TrimSuffix(base, ".html")] = template.Must(t.ParseFS(files, "templates/layout.html", name))
+	}
+	return u
+}
+
+// session is the signed-in user of a request.
+type session struct {
+	auth.User
+	CSRF string
+	ctx  context.Context
+}
+
+type handler func(c *fiber.Ctx, s *session) error
+
+// Mount registers the pages on app, beside the API's /api/v1.
+func (u *UI) Mount(app *fiber.App) {
+	app.Get("/static/form.js", func(c *fiber.Ctx) error {
+		c.Type("js")
+		c.Set(fiber.HeaderCacheControl, "no-cache")
+		return c.SendString(form.Script)
+	})
+	app.Get("/static/:file", u.static)
+	app.Get("/login", u.loginPage)
+	app.Post("/login", u.login)
+	app.Post("/logout", u.signedIn(u.logout))
+	app.Get("/", func(c *fiber.Ctx) error { return c.Redirect("/deployments", fiber.StatusSeeOther) })
+
+	app.Get("/deployments", u.signedIn(u.deployments))
+	app.Get("/deployments/new", u.signedIn(u.newDeployment))
+	app.Post("/deployments/new", u.signedIn(u.createDeployment))
+	app.Get("/deployments/:id", u.signedIn(u.deployment))
+	app.Post("/deployments/:id/suspend", u.signedIn(u.operation("deployment.suspend", (*deploy.Engine).Suspend)))
+	app.Post("/deployments/:id/resume", u.signedIn(u.operation("deployment.resume", (*deploy.Engine).Resume)))
+	app.Post("/deployments/:id/destroy", u.signedIn(u.operation("deployment.destroy", (*deploy.Engine).Destroy)))
+	app.Get("/deployments/:id/configure", u.signedIn(u.configurePage))
+	app.Post("/deployments/:id/configure", u.signedIn(u.configure))
+	app.Get("/deployments/:id/builds", u.signedIn(u.history))
+	app.Get("/deployments/:id/policy", u.signedIn(u.policyPage))
+	app.Post("/deployments/:id/policy", u.signedIn(u.setPolicy))
+	app.Get("/builds/:id", u.signedIn(u.build))
+
+	app.Get("/account", u.signedIn(u.account))
+	app.Post("/account/tokens", u.signedIn(u.createToken))
+
+	app.Get("/admin/operators", u.signedIn(u.superuser("admin.operators", u.operators)))
+	app.Post("/admin/operators", u.signedIn(u.superuser("user.create", u.createOperator)))
+	app.Get("/admin/plugins", u.signedIn(u.superuser("admin.plugins", u.pluginsPage)))
+	app.Get("/admin/catalog", u.signedIn(u.superuser("admin.catalog", u.catalogPage)))
+	app.Get("/admin/jobs", u.signedIn(u.superuser("admin.jobs", u.jobs)))
+	app.Post("/admin/jobs/:id/cancel", u.signedIn(u.superuser("build.cancel", u.cancelJob)))
+}
+
+func (u *UI) static(c *fiber.Ctx) error {
+	name := c.Params("file")
+	b, err := fs.ReadFile(files, "static/"+name)
+	if err != nil {
+		return c.SendStatus(fiber.StatusNotFound)
+	}
+	c.Type(strings.TrimPrefix(path.Ext(name), "."))
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	return c.Send(b)
+}
+
+// signedIn gives h the request's session, or sends the browser to the login page; it
+// refuses an unsafe request without the session's CSRF token.
+func (u *UI) signedIn(h handler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		id := c.Cookies(CookieName)
+		if id == "" {
+			return toLogin(c)
+		}
+		sess, err := u.d.Auth.Session(c.UserContext(), id)
+		if errors.Is(err, auth.ErrNoSession) {
+			clearCookie(c)
+			return toLogin(c)
+		}
+		if err != nil {
+			return u.failure(c, nil, err)
+		}
+		ctx := audit.WithActor(c.UserContext(), audit.Actor{ID: sess.User.ID, Issuer: audit.IssuerSession, ClientIP: c.IP()})
+		c.SetUserContext(ctx)
+		c.Locals("user", sess.User)
+		s := &session{User: sess.User, CSRF: sess.CSRFToken, ctx: ctx}
+		if c.Method() != fiber.MethodGet && c.Method() != fiber.MethodHead {
+			if subtle.ConstantTimeCompare([]byte(c.FormValue("csrf")), []byte(sess.CSRFToken)) != 1 {
+				if err := u.record(ctx, audit.Event{Action: "session.csrf", Result: audit.ResultDenied, Reason: c.Path()}); err != nil {
+					return u.failure(c, s, err)
+				}
+				return u.refusal(c, s, fiber.StatusForbidden, "Forbidden",
+					"This form was not sent from a page of your current session. Go back, reload the page and send it again.")
+			}
+		}
+		if err := h(c, s); err != nil {
+			return u.failure(c, s, err)
+		}
+		return nil
+	}
+}
+
+// superuser lets only superusers through to h and records the refusal of anyone else.
+func (u *UI) superuser(action string, h handler) handler {
+	return func(c *fiber.Ctx, s *session) error {
+		if !s.Superuser {
+			if err := u.record(s.ctx, audit.Event{Action: action, Result: audit.ResultDenied, Reason: "superuser"}); err != nil {
+				return err
+			}
+			return u.refusal(c, s, fiber.StatusForbidden, "Forbidden", "Only superusers may open the administration pages.")
+		}
+		return h(c, s)
+	}
+}
+
+func toLogin(c *fiber.Ctx) error {
+	next := c.OriginalURL()
+	if c.Method() != fiber.MethodGet {
+		next = "/"
+	}
+	return c.Redirect("/login?next="+url.QueryEscape(next), fiber.StatusSeeOther)
+}
+
+// errDenied is an operator reaching for another operator's deployment.
+var errDenied = errors.New("this deployment belongs to another operator")
+
+// ownDeployment returns deployment id if s may see and change it; a refusal is recorded
+// as action.
+func (u *UI) ownDeployment(s *session, id, action string) (store.Deployment, error) {
+	d, err := u.d.Engine.Deployment(s.ctx, id)
+	if err != nil {
+		return d, err
+	}
+	if d.Owner != s.ID && !s.Superuser {
+		err := u.record(s.ctx, audit.Event{Action: action, DeploymentID: d.ID, Result: audit.ResultDenied, Reason: "owner"})
+		return store.Deployment{}, errors.Join(errDenied, err)
+	}
+	return d, nil
+}
+
+func (u *UI) record(ctx context.Context, e audit.Event) error {
+	if u.d.Audit == nil {
+		return nil
+	}
+	return u.d.Audit.Record(ctx, e)
+}
+
+// resultOf is the audit result of an engine call that ended in err.
+func resultOf(err error) (audit.Result, string) {
+	var de *deploy.Error
+	switch {
+	case err == nil:
+		return audit.ResultOK, ""
+	case errors.As(err, &de):
+		reason := de.Location
+		if reason == "" {
+			reason = de.Code
+		}
+		return audit.ResultInvalid, reason
+	}
+	return audit.ResultError, ""
+}
+
+// view is what every page gets; Data is the page's own.
+type view struct {
+	Title   string
+	Nav     string
+	User    *auth.User
+	CSRF    string
+	Version string
+	Error   string
+	Data    any
+}
+
+func (u *UI) view(s *session, title, nav string, data any) view {
+	v := view{Title: title, Nav: nav, Version: u.d.Version, Data: data}
+	if s != nil {
+		v.User, v.CSRF = &s.User, s.CSRF
+	}
+	return v
+}
+
+func (u *UI) render(c *fiber.Ctx, status int, page string, v view) error {
+	t, ok := u.pages[page]
+	if !ok {
+		return fmt.Errorf("ui: no template %s", page)
+	}
+	var b bytes.Buffer
+	if err := t.ExecuteTemplate(&b, "layout", v); err != nil {
+		return fmt.Errorf("rendering page %s: %w", page, err)
+	}
+	c.Set(fiber.HeaderContentSecurityPolicy, "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
+	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
+	c.Set(fiber.HeaderReferrerPolicy, "same-origin")
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Type("html", "utf-8")
+	return c.Status(status).Send(b.Bytes())
+}
+
+// refusal shows a page that says why the request was refused.
+func (u *UI) refusal(c *fiber.Ctx, s *session, status int, title, message string) error {
+	return u.render(c, status, "error", u.view(s, title, "", message))
+}
+
+// failure shows the error a handler returned as a page with its status.
+func (u *UI) failure(c *fiber.Ctx, s *session, err error) error {
+	var de *deploy.Error
+	switch {
+	case errors.Is(err, errDenied):
+		return u.refusal(c, s, fiber.StatusForbidden, "Forbidden", "This deployment belongs to another operator: you may see and change only your own.")
+	case errors.As(err, &de) && de.Code == deploy.CodeNotFound, errors.Is(err, store.ErrNotFound):
+		return u.refusal(c, s, fiber.StatusNotFound, "Not found", "There is no such page here: check the address, or go back to your deployments.")
+	case errors.As(err, &de):
+		return u.refusal(c, s, fiber.StatusConflict, "Refused", de.Message)
+	}
+	return u.refusal(c, s, fiber.StatusInternalServerError, "Something went wrong",
+		"fedhost could not answer this page: "+err.Error()+". Try again; if it keeps failing, tell your hosting provider.")
+}
+
+var funcs = template.FuncMap{
+	"when": func(t time.Time) string {
+		if t.IsZero() {
+			return "—"
+		}
+		return t.UTC().Format("2006-01-02 15:04 UTC")
+	},
+	"duration":   buildDuration,
+	"short":      short,
+	"unfinished": func(s store.BuildState) bool { return !s.Finished() },
+}
+
+// buildDuration is how long a build ran, or has been running.
+func buildDuration(b store.Build) string {
+	if b.StartedAt == nil {
+		return "—"
+	}
+	end := time.Now()
+	if b.FinishedAt != nil {
+		end = *b.FinishedAt
+	}
+	d := end.Sub(*b.StartedAt)
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Minute).String()
+}
+
+// localPath keeps a redirect after login on this site.
+func localPath(next string) string {
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		return "/deployments"
+	}
+	return next
+}
