@@ -226,3 +226,35 @@ func TestUnknownRouteIsNotFoundError(t *testing.T) {
 		require.Equal(t, "not_found", errorCode(t, body))
 	}
 }
+
+func TestDeploymentsListPages(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.user(t, "alice", false)
+	for _, ns := range []string{"a1", "a2", "a3", "a4", "a5"} {
+		status, _ := b.do(t, alice, "POST", "/api/v1/deployments", `{"namespace":"`+ns+`"}`)
+		require.Equal(t, http.StatusCreated, status)
+	}
+	var seen []string
+	before := ""
+	for page := 0; page < 5; page++ {
+		req := httptest.NewRequest("GET", "/api/v1/deployments?limit=2&before="+before, nil)
+		req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: alice.cookie})
+		resp, err := b.app.Test(req, -1)
+		require.NoError(t, err)
+		var list []api.Deployment
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&list))
+		resp.Body.Close()
+		for _, d := range list {
+			seen = append(seen, d.Namespace)
+		}
+		before = resp.Header.Get(api.NextPageHeader)
+		if before == "" {
+			break
+		}
+	}
+	require.Equal(t, []string{"a5", "a4", "a3", "a2", "a1"}, seen, "newest first, each once")
+	status, body := b.do(t, alice, "GET", "/api/v1/deployments?limit=9999", "")
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Equal(t, "invalid_configuration", errorCode(t, body))
+}

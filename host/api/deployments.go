@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"sort"
 	"time"
 
@@ -168,7 +169,11 @@ func (h *handlers) listDeployments(c *fiber.Ctx) error {
 	if cl.user.Superuser {
 		owner = ""
 	}
-	ds, err := h.d.Store.ListDeployments(c.UserContext(), owner)
+	limit := c.QueryInt("limit", defaultPage)
+	if limit < 1 || limit > maxPage {
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/limit", Message: fmt.Sprintf("limit is 1 to %d", maxPage)}
+	}
+	ds, err := h.d.Store.ListDeploymentsPage(c.UserContext(), owner, c.Query("before"), limit)
 	if err != nil {
 		return err
 	}
@@ -176,8 +181,19 @@ func (h *handlers) listDeployments(c *fiber.Ctx) error {
 	for _, d := range ds {
 		out = append(out, toDeployment(d))
 	}
+	if len(ds) == limit {
+		c.Set(NextPageHeader, ds[len(ds)-1].ID)
+	}
 	return c.JSON(out)
 }
+
+// Pages of the deployments list.
+const (
+	defaultPage = 100
+	maxPage     = 500
+	// NextPageHeader carries the `before` of the next page when there may be one.
+	NextPageHeader = "X-Next-Before"
+)
 
 // CreateRequest creates a deployment.
 type CreateRequest struct {

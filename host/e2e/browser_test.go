@@ -186,9 +186,12 @@ func (b *browser) clickDeploy() int {
 	return b.load(chromedp.Click(chromedp.CSS(`button[name="action"][value="deploy"]`)))
 }
 
+// typeInto replaces the text of the visible input named name by typing value.
 func typeInto(name, value string) []chromedp.Action[chromedp.Void] {
-	sel := chromedp.CSS(fmt.Sprintf(`input[name=%q]:not([type=hidden])`, name))
-	return []chromedp.Action[chromedp.Void]{chromedp.WaitVisible(sel), chromedp.SetValue(sel, ""), chromedp.SendKeys(sel, value)}
+	css := fmt.Sprintf(`input[name=%q]:not([type=hidden])`, name)
+	// chromedp's SetValue refuses an empty value, so the field is emptied by a script.
+	clear := chromedp.Evaluate[chromedp.Void](fmt.Sprintf(`document.querySelector(%q).value = ""`, css))
+	return []chromedp.Action[chromedp.Void]{chromedp.WaitVisible(chromedp.CSS(css)), clear, chromedp.SendKeys(chromedp.CSS(css), value)}
 }
 
 // TestBrowserDeploysMiniflux walks an operator through the UI in a real browser: log in,

@@ -35,6 +35,24 @@ func (s *Store) ListDeployments(ctx context.Context, owner string) ([]Deployment
 	return out, nil
 }
 
+// ListDeploymentsPage returns at most limit deployments of owner ("" for every owner),
+// newest first, created before the deployment before ("" from the newest). IDs are
+// UUIDv7, ordered as their creation.
+func (s *Store) ListDeploymentsPage(ctx context.Context, owner, before string, limit int) ([]Deployment, error) {
+	q := s.db.WithContext(ctx).Order("id DESC").Limit(limit)
+	if owner != "" {
+		q = q.Where("owner = ?", owner)
+	}
+	if before != "" {
+		q = q.Where("id < ?", before)
+	}
+	var out []Deployment
+	if err := q.Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("listing deployments: %w", err)
+	}
+	return out, nil
+}
+
 // UpdateDeployment writes the given columns of deployment id.
 func (s *Store) UpdateDeployment(ctx context.Context, id string, columns map[string]any) error {
 	columns["updated_at"] = now()
