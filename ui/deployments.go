@@ -16,28 +16,41 @@ import (
 )
 
 type deploymentRow struct {
-	store.Deployment
+	store.DeploymentSummary
 	OwnerName string
 }
+
+// deploymentsPage is one page of the list; Next is the `before` of the next page.
+type deploymentsPage struct {
+	Rows []deploymentRow
+	Next string
+}
+
+const deploymentsPerPage = 50
 
 func (u *UI) deployments(c *fiber.Ctx, s *session) error {
 	owner := s.ID
 	if s.Superuser {
 		owner = ""
 	}
-	list, err := u.d.Store.ListDeployments(s.ctx, owner)
+	list, err := u.d.Store.ListDeploymentSummaries(s.ctx, owner, c.Query("before"), deploymentsPerPage)
 	if err != nil {
 		return err
 	}
-	names, err := u.userNames(s.ctx)
-	if err != nil {
-		return err
+	names := map[string]string{}
+	if s.Superuser {
+		if names, err = u.userNames(s.ctx); err != nil {
+			return err
+		}
 	}
-	rows := make([]deploymentRow, len(list))
+	page := deploymentsPage{Rows: make([]deploymentRow, len(list))}
 	for i, d := range list {
-		rows[i] = deploymentRow{Deployment: d, OwnerName: names[d.Owner]}
+		page.Rows[i] = deploymentRow{DeploymentSummary: d, OwnerName: names[d.Owner]}
 	}
-	return u.render(c, fiber.StatusOK, "deployments", u.view(s, "Deployments", "deployments", rows))
+	if len(list) == deploymentsPerPage {
+		page.Next = list[len(list)-1].ID
+	}
+	return u.render(c, fiber.StatusOK, "deployments", u.view(s, "Deployments", "deployments", page))
 }
 
 // userNames maps user ids to names, for pages that show owners and actors.

@@ -60,7 +60,7 @@ func TestPreview(t *testing.T) {
 	require.NoError(t, st.PutResource(ctx, store.Resource{DeploymentID: news.ID, Name: "miniflux-web", App: "miniflux", Type: "instance",
 		State: store.ResourceProvisioned, Result: `{"state":"running","addresses":{"http":"127.0.0.1:18080"}}`}))
 	require.NoError(t, st.UpdateDeployment(ctx, news.ID, map[string]any{"state": deploy.StateActive, "domain": "news.example.org"}))
-	done, err := st.SubmitBuild(ctx, news.ID, store.OperationDeploy, "{}", "{}")
+	done, err := st.SubmitBuild(ctx, news.ID, store.OperationDeploy, store.Submission{Config: "{}", SecretRefs: "{}", Domain: "news.example.org"})
 	require.NoError(t, err)
 	for i, msg := range []string{"asking the enabled apps what they need", "1 apps, 2 resources and their nodes checked with their providers",
 		"created postgresql alice-news-miniflux-db at postgresql", "node miniflux-web is healthy at http=127.0.0.1:18080"} {
@@ -70,7 +70,7 @@ func TestPreview(t *testing.T) {
 	}
 	require.NoError(t, st.SetBuildState(ctx, done.ID, store.BuildRunning, ""))
 	require.NoError(t, st.SetBuildState(ctx, done.ID, store.BuildSucceeded, ""))
-	_, err = st.SubmitBuild(ctx, news.ID, store.OperationSuspend, "{}", "{}")
+	_, err = st.SubmitBuild(ctx, news.ID, store.OperationSuspend, store.Submission{Config: "{}", SecretRefs: "{}"})
 	require.NoError(t, err)
 
 	photos, err := st.ListDeployments(ctx, users["alice"].ID)
@@ -79,7 +79,7 @@ func TestPreview(t *testing.T) {
 	api.Mount(app, api.Deps{Plugins: m, Engine: engine, Store: st, Auth: accounts, Audit: trail, Version: "preview"})
 	// A build that runs for 3 seconds, to watch build.js follow it.
 	app.Get("/_preview/simulate", func(c *fiber.Ctx) error {
-		b, err := st.SubmitBuild(ctx, photos[0].ID, store.OperationDeploy, "{}", "{}")
+		b, err := st.SubmitBuild(ctx, photos[0].ID, store.OperationDeploy, store.Submission{Config: "{}", SecretRefs: "{}"})
 		if err != nil {
 			return err
 		}

@@ -118,6 +118,7 @@ type Deployment struct {
 	Namespace string          `json:"namespace"`
 	Name      string          `json:"name"`
 	Owner     string          `json:"owner"`
+	Domain    string          `json:"domain"`
 	State     string          `json:"state"`
 	Config    json.RawMessage `json:"config"`
 	// SecretsSet lists the JSON pointers of the secret options that hold a value.
@@ -151,7 +152,7 @@ type Retained struct {
 }
 
 func toDeployment(d store.Deployment) Deployment {
-	out := Deployment{ID: d.ID, Namespace: d.Namespace, Name: d.Name, Owner: d.Owner, State: d.State,
+	out := Deployment{ID: d.ID, Namespace: d.Namespace, Name: d.Name, Owner: d.Owner, Domain: d.Domain, State: d.State,
 		Config: json.RawMessage(d.Config), UpdatePolicy: deploy.PolicyOf(d), CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
 	refs := map[string]string{}
 	if json.Unmarshal([]byte(d.SecretRefs), &refs) == nil {
@@ -173,13 +174,13 @@ func (h *handlers) listDeployments(c *fiber.Ctx) error {
 	if limit < 1 || limit > maxPage {
 		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/limit", Message: fmt.Sprintf("limit is 1 to %d", maxPage)}
 	}
-	ds, err := h.d.Store.ListDeploymentsPage(c.UserContext(), owner, c.Query("before"), limit)
+	ds, err := h.d.Store.ListDeploymentSummaries(c.UserContext(), owner, c.Query("before"), limit)
 	if err != nil {
 		return err
 	}
-	out := make([]Deployment, 0, len(ds))
-	for _, d := range ds {
-		out = append(out, toDeployment(d))
+	out := make([]DeploymentSummary, len(ds))
+	for i, d := range ds {
+		out[i] = DeploymentSummary(d)
 	}
 	if len(ds) == limit {
 		c.Set(NextPageHeader, ds[len(ds)-1].ID)
@@ -189,11 +190,22 @@ func (h *handlers) listDeployments(c *fiber.Ctx) error {
 
 // Pages of the deployments list.
 const (
-	defaultPage = 100
+	defaultPage = 50
 	maxPage     = 500
 	// NextPageHeader carries the `before` of the next page when there may be one.
 	NextPageHeader = "X-Next-Before"
 )
+
+// DeploymentSummary is a deployment as the list shows it; GET /deployments/{id} has the rest.
+type DeploymentSummary struct {
+	ID        string    `json:"id"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	Owner     string    `json:"owner"`
+	Domain    string    `json:"domain"`
+	State     string    `json:"state"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
 
 // CreateRequest creates a deployment.
 type CreateRequest struct {

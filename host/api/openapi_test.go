@@ -215,6 +215,7 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"Job":               Job{},
 		"CatalogApp":        CatalogApp{},
 		"Deployment":        Deployment{},
+		"DeploymentSummary": DeploymentSummary{},
 		"Resource":          Resource{},
 		"Retained":          Retained{},
 		"CreateRequest":     CreateRequest{},

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -36,6 +37,8 @@ type Config struct {
 	Resources []Resource
 	// Registrars lists the registrar drivers in use.
 	Registrars []Registrar
+	// OperatorOIDC lets operators log in with an OpenID provider; nil when not configured.
+	OperatorOIDC *OperatorOIDC
 	// File is the configuration file that was read, or "" when none was.
 	File string
 
@@ -61,6 +64,48 @@ type Registrar struct {
 	Name string
 	// Settings is the driver's settings as a JSON object ("{}" when none).
 	Settings json.RawMessage
+}
+
+// OperatorOIDC is the operator_oidc block: operators may also log in with this OpenID
+// Connect provider. The client secret stays in its own file, never in fedhost.hcl.
+type OperatorOIDC struct {
+	// Issuer is the provider's https URL, whose discovery document fedhost reads.
+	Issuer   string
+	ClientID string
+	// ClientSecretFile holds the client secret; read it with ClientSecret.
+	ClientSecretFile string
+	// RedirectURL is fedhost's https://.../login/oidc/callback as registered with the provider.
+	RedirectURL string
+	// UsernameClaim is the ID token claim that holds the fedhost user name.
+	UsernameClaim string
+	// SuperuserGroup, when set, makes members of the groups claim superusers and
+	// everyone else not.
+	SuperuserGroup string
+	// CreateUsers lets an unknown user in by creating the account; without it only
+	// existing accounts may log in.
+	CreateUsers bool
+	// ButtonLabel is the text of the log-in page's button.
+	ButtonLabel string
+}
+
+// Defaults of the operator_oidc block.
+const (
+	DefaultUsernameClaim = "preferred_username"
+	DefaultButtonLabel   = "Log in with single sign-on"
+)
+
+// ClientSecret reads the client secret from ClientSecretFile, without the surrounding
+// white space a trailing newline leaves. Never log or print it.
+func (o *OperatorOIDC) ClientSecret() (string, error) {
+	b, err := os.ReadFile(o.ClientSecretFile)
+	if err != nil {
+		return "", err
+	}
+	secret := strings.TrimSpace(string(b))
+	if secret == "" {
+		return "", fmt.Errorf("%s is empty; write the client secret the identity provider gave fedhost into it", o.ClientSecretFile)
+	}
+	return secret, nil
 }
 
 // Default returns the embedded default: one machine, SQLite, embedded secrets, local

@@ -23,6 +23,7 @@ var (
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "resource", LabelNames: []string{"type"}},
 			{Type: "registrar", LabelNames: []string{"name"}},
+			{Type: "operator_oidc"},
 		},
 	}
 	resourceSchema = &hcl.BodySchema{
@@ -30,6 +31,18 @@ var (
 	}
 	registrarSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "settings"}},
+	}
+	operatorOIDCSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{
+			{Name: "issuer", Required: true},
+			{Name: "client_id", Required: true},
+			{Name: "client_secret_file", Required: true},
+			{Name: "redirect_url", Required: true},
+			{Name: "username_claim"},
+			{Name: "superuser_group"},
+			{Name: "create_users"},
+			{Name: "button_label"},
+		},
 	}
 )
 
@@ -65,14 +78,19 @@ func (c *Config) applyFile(src []byte, filename string) error {
 
 	var resources []Resource
 	var registrars []Registrar
+	var operatorOIDC *OperatorOIDC
 	seen := map[string]hcl.Range{}
 	for _, b := range content.Blocks {
-		key := b.Type + " " + b.Labels[0]
+		key := strings.Join(append([]string{b.Type}, b.Labels...), " ")
 		if first, ok := seen[key]; ok {
+			detail := fmt.Sprintf("An %s block is already declared at %s; keep only one.", b.Type, first)
+			if len(b.Labels) > 0 {
+				detail = fmt.Sprintf("A %s %q block is already declared at %s; keep only one.", b.Type, b.Labels[0], first)
+			}
 			diags = append(diags, &hcl.Diagnostic{
 				Severity: hcl.DiagError,
 				Summary:  "Duplicate " + b.Type + " block",
-				Detail:   fmt.Sprintf("A %s %q block is already declared at %s; keep only one.", b.Type, b.Labels[0], first),
+				Detail:   detail,
 				Subject:  b.DefRange.Ptr(),
 			})
 			continue
@@ -88,6 +106,10 @@ func (c *Config) applyFile(src []byte, filename string) error {
 			r, d := decodeRegistrar(b)
 			diags = append(diags, d...)
 			registrars = append(registrars, r)
+		case "operator_oidc":
+			o, d := c.decodeOperatorOIDC(b)
+			diags = append(diags, d...)
+			operatorOIDC = o
 		}
 	}
 
@@ -98,6 +120,7 @@ func (c *Config) applyFile(src []byte, filename string) error {
 		c.Resources = resources
 	}
 	c.Registrars = registrars
+	c.OperatorOIDC = operatorOIDC
 	return nil
 }
 
@@ -141,6 +164,29 @@ func decodeRegistrar(b *hcl.Block) (Registrar, hcl.Diagnostics) {
 	return r, append(diags, d...)
 }
 
+// decodeOperatorOIDC decodes an operator_oidc block and notes where each attribute is,
+// under "operator_oidc.<name>", for the errors of validate.
+func (c *Config) decodeOperatorOIDC(b *hcl.Block) (*OperatorOIDC, hcl.Diagnostics) {
+	o := &OperatorOIDC{UsernameClaim: DefaultUsernameClaim, ButtonLabel: DefaultButtonLabel}
+	content, diags := b.Body.Content(operatorOIDCSchema)
+	c.sources["operator_oidc"] = b.DefRange.String()
+	fields := map[string]*string{
+		"issuer": &o.Issuer, "client_id": &o.ClientID, "client_secret_file": &o.ClientSecretFile,
+		"redirect_url": &o.RedirectURL, "username_claim": &o.UsernameClaim,
+		"superuser_group": &o.SuperuserGroup, "button_label": &o.ButtonLabel,
+	}
+	for name, attr := range content.Attributes {
+		c.sources["operator_oidc."+name] = attr.Range.String()
+		if dst, ok := fields[name]; ok {
+			diags = append(diags, decodeString(attr, dst)...)
+		}
+	}
+	if attr := content.Attributes["create_users"]; attr != nil {
+		diags = append(diags, decodeBool(attr, &o.CreateUsers)...)
+	}
+	return o, diags
+}
+
 // decodeString decodes a string attribute with the diagnostics gohcl would give.
 func decodeString(attr *hcl.Attribute, dst *string) hcl.Diagnostics {
 	val, diags := attr.Expr.Value(nil)
@@ -161,6 +207,29 @@ func decodeString(attr *hcl.Attribute, dst *string) hcl.Diagnostics {
 		})
 	}
 	*dst = val.AsString()
+	return diags
+}
+
+// decodeBool decodes a bool attribute with the diagnostics gohcl would give.
+func decodeBool(attr *hcl.Attribute, dst *bool) hcl.Diagnostics {
+	val, diags := attr.Expr.Value(nil)
+	if diags.HasErrors() {
+		return diags
+	}
+	val, err := convert.Convert(val, cty.Bool)
+	if err == nil && val.IsNull() {
+		err = errors.New("a bool is required, not null")
+	}
+	if err != nil {
+		return append(diags, &hcl.Diagnostic{
+			Severity: hcl.DiagError,
+			Summary:  "Unsuitable value type",
+			Detail:   fmt.Sprintf("Unsuitable value for %s: %s", attr.Name, err),
+			Subject:  attr.Expr.StartRange().Ptr(),
+			Context:  attr.Expr.Range().Ptr(),
+		})
+	}
+	*dst = val.True()
 	return diags
 }
 

@@ -51,7 +51,64 @@ func (c *Config) validate() error {
 	if days, err := strconv.Atoi(c.AuditRetentionDays); err != nil || days < 0 {
 		bad("audit_retention_days", "%q is not a number of days; use 0 to keep all events, or e.g. 365", c.AuditRetentionDays)
 	}
+	if o := c.OperatorOIDC; o != nil {
+		c.validateOperatorOIDC(o, bad)
+	}
 	return errors.Join(errs...)
+}
+
+// OIDCCallbackPath is where fedhost answers the OpenID provider; redirect_url must end in it.
+const OIDCCallbackPath = "/login/oidc/callback"
+
+func (c *Config) validateOperatorOIDC(o *OperatorOIDC, bad func(name, format string, args ...any)) {
+	if !httpsURL(o.Issuer) {
+		bad("operator_oidc.issuer", "%q is not an https URL; give the address of the OpenID provider, such as https://id.example.org (http only on 127.0.0.1 or localhost)", redacted(o.Issuer))
+	}
+	if o.ClientID == "" {
+		bad("operator_oidc.client_id", "is empty; give the client ID the OpenID provider registered for fedhost")
+	}
+	if !httpsURL(o.RedirectURL) {
+		bad("operator_oidc.redirect_url", "%q is not an https URL; give fedhost's own address followed by %s, as registered with the OpenID provider (http only on 127.0.0.1 or localhost)", redacted(o.RedirectURL), OIDCCallbackPath)
+	} else if u, _ := url.Parse(o.RedirectURL); u.Path != OIDCCallbackPath || u.RawQuery != "" {
+		bad("operator_oidc.redirect_url", "%q does not end in %s, where fedhost answers the OpenID provider; give e.g. https://fedhost.example.org%s", o.RedirectURL, OIDCCallbackPath, OIDCCallbackPath)
+	}
+	// The secret is read to prove it is there; no message shows it.
+	if o.ClientSecretFile == "" {
+		bad("operator_oidc.client_secret_file", "is empty; name the file that holds the client secret, readable by fedhost only")
+	} else if _, err := o.ClientSecret(); err != nil {
+		bad("operator_oidc.client_secret_file", "%v; put the client secret in that file, readable by the user fedhost runs as", err)
+	}
+	if o.UsernameClaim == "" {
+		bad("operator_oidc.username_claim", "is empty; name the ID token claim that holds the fedhost user name, or leave it out for %s", DefaultUsernameClaim)
+	}
+	if o.ButtonLabel == "" {
+		bad("operator_oidc.button_label", "is empty; give the text of the log-in button, or leave it out for %q", DefaultButtonLabel)
+	}
+}
+
+// redacted is a URL as an error may show it: without a password.
+func redacted(s string) string {
+	if u, err := url.Parse(s); err == nil {
+		return u.Redacted()
+	}
+	return s
+}
+
+// httpsURL reports whether s is an absolute https URL, or an http one on the loopback
+// host, which only a test or a provider on the same machine can be.
+func httpsURL(s string) bool {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" || u.User != nil || u.Fragment != "" {
+		return false
+	}
+	switch u.Scheme {
+	case "https":
+		return true
+	case "http":
+		host := u.Hostname()
+		return host == "localhost" || host == "127.0.0.1" || host == "::1"
+	}
+	return false
 }
 
 func validDatabase(db string) bool {

@@ -206,7 +206,13 @@ func (e *Engine) enqueue(ctx context.Context, d store.Deployment, operation stri
 		return store.Build{}, refuse(CodeQueueFull, "", "%d builds are queued or running, the limit of this host: submit again later", n)
 	}
 	refsJSON, _ := json.Marshal(refs)
-	b, err := e.opts.Store.SubmitBuild(ctx, d.ID, operation, string(cfg), string(refsJSON))
+	domain := d.Domain
+	if operation == store.OperationDeploy {
+		if c, err := catalog.ParseConfig(cfg); err == nil {
+			domain = c.Domain
+		}
+	}
+	b, err := e.opts.Store.SubmitBuild(ctx, d.ID, operation, store.Submission{Config: string(cfg), SecretRefs: string(refsJSON), Domain: domain})
 	if errors.Is(err, store.ErrConflict) {
 		return store.Build{}, refuse(CodeConflict, "", "a build of this deployment is queued or running: wait for it to finish")
 	}

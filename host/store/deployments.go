@@ -53,6 +53,51 @@ func (s *Store) ListDeploymentsPage(ctx context.Context, owner, before string, l
 	return out, nil
 }
 
+// DeploymentSummary is a deployment as a list shows it.
+type DeploymentSummary struct {
+	ID, Namespace, Name, Owner, Domain, State string
+	UpdatedAt                                 time.Time
+}
+
+// ListDeploymentSummaries is ListDeploymentsPage without configurations: the columns a
+// list shows, read with database/sql rather than gorm's reflection, as lists are hot.
+func (s *Store) ListDeploymentSummaries(ctx context.Context, owner, before string, limit int) ([]DeploymentSummary, error) {
+	q := `SELECT id, namespace, name, owner, domain, state, updated_at FROM deployments WHERE 1 = 1`
+	var args []any
+	if owner != "" {
+		q += ` AND owner = ` + s.placeholder(len(args)+1)
+		args = append(args, owner)
+	}
+	if before != "" {
+		q += ` AND id < ` + s.placeholder(len(args)+1)
+		args = append(args, before)
+	}
+	q += ` ORDER BY id DESC LIMIT ` + s.placeholder(len(args)+1)
+	args = append(args, limit)
+	rows, err := s.gormDB.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("listing deployments: %w", err)
+	}
+	defer rows.Close()
+	out := make([]DeploymentSummary, 0, limit)
+	for rows.Next() {
+		var d DeploymentSummary
+		if err := rows.Scan(&d.ID, &d.Namespace, &d.Name, &d.Owner, &d.Domain, &d.State, &d.UpdatedAt); err != nil {
+			return nil, fmt.Errorf("listing deployments: %w", err)
+		}
+		d.UpdatedAt = d.UpdatedAt.UTC()
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+func (s *Store) placeholder(n int) string {
+	if s.riverPgx != nil {
+		return fmt.Sprintf("$%d", n)
+	}
+	return "?"
+}
+
 // UpdateDeployment writes the given columns of deployment id.
 func (s *Store) UpdateDeployment(ctx context.Context, id string, columns map[string]any) error {
 	columns["updated_at"] = now()
@@ -66,14 +111,19 @@ func (s *Store) UpdateDeployment(ctx context.Context, id string, columns map[str
 	return nil
 }
 
-// SubmitBuild stores the deployment's new configuration and a queued build of it in one
-// transaction, so a configuration is never stored without its build.
-func (s *Store) SubmitBuild(ctx context.Context, deploymentID, operation, config, secretRefs string) (Build, error) {
-	b := Build{ID: newID(), DeploymentID: deploymentID, Operation: operation, Config: config, State: BuildQueued}
+// Submission is what a deploy build stores on its deployment.
+type Submission struct {
+	Config, SecretRefs, Domain string
+}
+
+// SubmitBuild stores a queued build and, for a deploy, the deployment's new configuration,
+// in one transaction, so a configuration is never stored without its build.
+func (s *Store) SubmitBuild(ctx context.Context, deploymentID, operation string, sub Submission) (Build, error) {
+	b := Build{ID: newID(), DeploymentID: deploymentID, Operation: operation, Config: sub.Config, State: BuildQueued}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if operation == OperationDeploy {
 			res := tx.Model(&Deployment{}).Where("id = ?", deploymentID).
-				Updates(map[string]any{"config": config, "secret_refs": secretRefs, "updated_at": now()})
+				Updates(map[string]any{"config": sub.Config, "secret_refs": sub.SecretRefs, "domain": sub.Domain, "updated_at": now()})
 			if res.Error != nil {
 				return res.Error
 			}
