@@ -38,6 +38,9 @@ type Deps struct {
 	Audit   *audit.Log
 	Plugins *plugins.Manager
 	Version string
+	// OIDC, when set, adds single sign-on to the log-in page, on a button labelled OIDCButton.
+	OIDC       *auth.OIDC
+	OIDCButton string
 }
 
 // UI is the operators' web interface.
@@ -83,6 +86,8 @@ func (u *UI) Mount(app *fiber.App) {
 	app.Get("/static/:file", u.static)
 	app.Get("/login", u.loginPage)
 	app.Post("/login", u.login)
+	app.Get("/login/oidc", u.oidcStart)
+	app.Get("/login/oidc/callback", u.oidcCallback)
 	app.Post("/logout", u.signedIn(u.logout))
 	app.Get("/", func(c *fiber.Ctx) error { return c.Redirect("/deployments", fiber.StatusSeeOther) })
 

@@ -280,12 +280,17 @@ type NewSession struct {
 	ExpiresAt time.Time
 }
 
-// NewSession begins a session for the user.
+// NewSession begins a session for a user who signed in with a password.
 func (s *Service) NewSession(ctx context.Context, userID string) (NewSession, error) {
+	return s.NewSessionBy(ctx, userID, audit.IssuerPassword)
+}
+
+// NewSessionBy begins a session for a user identified by issuer (password or oidc).
+func (s *Service) NewSessionBy(ctx context.Context, userID string, issuer audit.Issuer) (NewSession, error) {
 	now := s.clock()
 	ns := NewSession{ID: randomString(), CSRFToken: randomString(), ExpiresAt: now.Add(SessionLifetime)}
 	err := s.st.CreateSession(ctx, store.Session{IDHash: digest(ns.ID), UserID: userID, CSRFToken: ns.CSRFToken, CreatedAt: now, LastSeenAt: now, ExpiresAt: ns.ExpiresAt})
-	e := audit.Event{Actor: userID, Issuer: audit.IssuerPassword, Action: "session.create", Subject: userID, Result: audit.ResultOK}
+	e := audit.Event{Actor: userID, Issuer: issuer, Action: "session.create", Subject: userID, Result: audit.ResultOK}
 	if err != nil {
 		e.Result, e.Reason = audit.ResultError, "store"
 		if errors.Is(err, store.ErrNotFound) {

@@ -97,6 +97,14 @@ func (e *env) serve(ctx context.Context) error {
 	}
 	trail := audit.New(st, audit.Options{})
 	accounts := auth.New(st, auth.Options{Audit: trail})
+	// Before EnsureAdmin: a start that fails here must not spend the one-time password.
+	operatorOIDC, err := newOperatorOIDC(ctx, cfg.OperatorOIDC, accounts)
+	if err != nil {
+		return err
+	}
+	if operatorOIDC != nil {
+		log.Info("operators may log in with OpenID Connect", "issuer", cfg.OperatorOIDC.Issuer)
+	}
 	if password, err := accounts.EnsureAdmin(ctx); err != nil {
 		return err
 	} else if password != "" {
@@ -112,7 +120,11 @@ func (e *env) serve(ctx context.Context) error {
 
 	app := fiber.New(api.Config())
 	api.Mount(app, api.Deps{Plugins: manager, Engine: engine, Store: st, Auth: accounts, Audit: trail, Logger: log.Named("api"), Version: Version})
-	ui.New(ui.Deps{Engine: engine, Store: st, Auth: accounts, Audit: trail, Plugins: manager, Version: Version}).Mount(app)
+	uiDeps := ui.Deps{Engine: engine, Store: st, Auth: accounts, Audit: trail, Plugins: manager, Version: Version, OIDC: operatorOIDC}
+	if operatorOIDC != nil {
+		uiDeps.OIDCButton = cfg.OperatorOIDC.ButtonLabel
+	}
+	ui.New(uiDeps).Mount(app)
 	served := make(chan error, 1)
 	go func() { served <- app.Listener(ln) }()
 	log.Info("serving", "address", "http://"+ln.Addr().String(), "data_dir", cfg.DataDir)
@@ -124,6 +136,25 @@ func (e *env) serve(ctx context.Context) error {
 	}
 	log.Info("stopping")
 	return app.ShutdownWithTimeout(10 * time.Second)
+}
+
+// newOperatorOIDC returns the single sign-on of the operator_oidc block, or nil without one.
+func newOperatorOIDC(ctx context.Context, o *config.OperatorOIDC, accounts *auth.Service) (*auth.OIDC, error) {
+	if o == nil {
+		return nil, nil
+	}
+	secret, err := o.ClientSecret()
+	if err != nil {
+		return nil, fmt.Errorf("operator_oidc.client_secret_file: %w", err)
+	}
+	oidc, err := auth.NewOIDC(ctx, accounts, auth.OIDCConfig{
+		Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: secret, RedirectURL: o.RedirectURL,
+		UsernameClaim: o.UsernameClaim, SuperuserGroup: o.SuperuserGroup, CreateUsers: o.CreateUsers,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("operator_oidc: %w", err)
+	}
+	return oidc, nil
 }
 
 // keepAudit writes the counts of rate-limited refusals as their windows end, and prunes

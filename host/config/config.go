@@ -99,11 +99,11 @@ const (
 func (o *OperatorOIDC) ClientSecret() (string, error) {
 	b, err := os.ReadFile(o.ClientSecretFile)
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w; put the client secret in that file, readable by the user fedhost runs as", err)
 	}
 	secret := strings.TrimSpace(string(b))
 	if secret == "" {
-		return "", fmt.Errorf("%s is empty; write the client secret the identity provider gave fedhost into it", o.ClientSecretFile)
+		return "", fmt.Errorf("%s is empty; write the client secret the OpenID provider gave fedhost into it", o.ClientSecretFile)
 	}
 	return secret, nil
 }

@@ -52,7 +52,7 @@ func (c *Config) validate() error {
 		bad("audit_retention_days", "%q is not a number of days; use 0 to keep all events, or e.g. 365", c.AuditRetentionDays)
 	}
 	if o := c.OperatorOIDC; o != nil {
-		c.validateOperatorOIDC(o, bad)
+		validateOperatorOIDC(o, bad)
 	}
 	return errors.Join(errs...)
 }
@@ -60,7 +60,7 @@ func (c *Config) validate() error {
 // OIDCCallbackPath is where fedhost answers the OpenID provider; redirect_url must end in it.
 const OIDCCallbackPath = "/login/oidc/callback"
 
-func (c *Config) validateOperatorOIDC(o *OperatorOIDC, bad func(name, format string, args ...any)) {
+func validateOperatorOIDC(o *OperatorOIDC, bad func(name, format string, args ...any)) {
 	if !httpsURL(o.Issuer) {
 		bad("operator_oidc.issuer", "%q is not an https URL; give the address of the OpenID provider, such as https://id.example.org (http only on 127.0.0.1 or localhost)", redacted(o.Issuer))
 	}
@@ -76,7 +76,7 @@ func (c *Config) validateOperatorOIDC(o *OperatorOIDC, bad func(name, format str
 	if o.ClientSecretFile == "" {
 		bad("operator_oidc.client_secret_file", "is empty; name the file that holds the client secret, readable by fedhost only")
 	} else if _, err := o.ClientSecret(); err != nil {
-		bad("operator_oidc.client_secret_file", "%v; put the client secret in that file, readable by the user fedhost runs as", err)
+		bad("operator_oidc.client_secret_file", "%v", err)
 	}
 	if o.UsernameClaim == "" {
 		bad("operator_oidc.username_claim", "is empty; name the ID token claim that holds the fedhost user name, or leave it out for %s", DefaultUsernameClaim)
