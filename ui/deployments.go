@@ -137,7 +137,9 @@ func (u *UI) showDeployment(c *fiber.Ctx, s *session, d store.Deployment, status
 		}
 		n := node{Name: r.Name, App: r.App, State: r.State}
 		var ir contract.InstanceResult
-		if json.Unmarshal([]byte(r.Result), &ir) == nil {
+		if json.Unmarshal([]byte(r.Result), &ir) == nil && r.State == store.ResourceProvisioned {
+			// What the instance provider said at the last build: running once healthy.
+			n.State = ir.State
 			for port, hp := range ir.Addresses {
 				n.Addresses = append(n.Addresses, address{Port: port, HostPort: hp})
 			}
