@@ -258,3 +258,18 @@ func TestDeploymentsListPages(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, status)
 	require.Equal(t, "invalid_configuration", errorCode(t, body))
 }
+
+func TestCreateRefusesABadOrTakenNamespace(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.user(t, "alice", false)
+	status, body := b.do(t, alice, "POST", "/api/v1/deployments", `{"namespace":"Not DNS safe"}`)
+	require.Equal(t, http.StatusBadRequest, status)
+	require.Equal(t, "invalid_configuration", errorCode(t, body))
+	require.Contains(t, string(body), `"location":"/namespace"`)
+	status, _ = b.do(t, alice, "POST", "/api/v1/deployments", `{"namespace":"acme"}`)
+	require.Equal(t, http.StatusCreated, status)
+	status, body = b.do(t, alice, "POST", "/api/v1/deployments", `{"namespace":"acme"}`)
+	require.Equal(t, http.StatusConflict, status)
+	require.Equal(t, "conflict", errorCode(t, body))
+}

@@ -114,13 +114,10 @@ func (e *Engine) Create(ctx context.Context, owner, name, namespace string) (sto
 	switch {
 	case errors.Is(err, store.ErrConflict):
 		return d, refuse(CodeConflict, "/namespace", "namespace %q is taken by another deployment: choose another", namespace)
-	case err != nil && d.ID == "":
-		if errors.Is(err, store.ErrNotFound) {
-			return d, err
-		}
-		return d, refuse(CodeInvalidConfiguration, "/namespace", "%v", err)
+	case errors.Is(err, store.ErrInvalid):
+		return d, refuse(CodeInvalidConfiguration, "/namespace", "use 1 to 24 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen")
 	}
-	return d, nil
+	return d, err
 }
 
 // Deployment returns a deployment.

@@ -18,6 +18,9 @@ var (
 	// ErrConflict is wrapped by errors about a record that clashes with
 	// another, such as a namespace already taken.
 	ErrConflict = errors.New("conflict")
+	// ErrInvalid is wrapped by errors about a value the store does not accept, such as
+	// a namespace that is not DNS-safe.
+	ErrInvalid = errors.New("invalid")
 	// ErrBuildFinished is wrapped by SetBuildState when the build is already
 	// in a final state, which it never leaves.
 	ErrBuildFinished = errors.New("build already finished")
@@ -31,7 +34,7 @@ var namespacePattern = regexp.MustCompile(`^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$`)
 // CreateDeployment stores d with a new ID and returns it.
 func (s *Store) CreateDeployment(ctx context.Context, d Deployment) (Deployment, error) {
 	if !namespacePattern.MatchString(d.Namespace) {
-		return Deployment{}, fmt.Errorf("namespace %q: use 1 to 24 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen", d.Namespace)
+		return Deployment{}, fmt.Errorf("namespace %q: use 1 to 24 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen: %w", d.Namespace, ErrInvalid)
 	}
 	d.ID = newID()
 	if err := s.db.WithContext(ctx).Create(&d).Error; err != nil {
