@@ -124,8 +124,12 @@ type Deployment struct {
 	// SecretsSet lists the JSON pointers of the secret options that hold a value.
 	SecretsSet   []string            `json:"secrets_set,omitempty"`
 	UpdatePolicy deploy.UpdatePolicy `json:"update_policy"`
-	CreatedAt    time.Time           `json:"created_at"`
-	UpdatedAt    time.Time           `json:"updated_at"`
+	// CatalogRevision is the catalog revision the deployment runs; UpdateAvailable names
+	// a newer one when there is one.
+	CatalogRevision string    `json:"catalog_revision"`
+	UpdateAvailable *Update   `json:"update_available,omitempty"`
+	CreatedAt       time.Time `json:"created_at"`
+	UpdatedAt       time.Time `json:"updated_at"`
 	// Nodes maps each node to its addresses (port name to host:port).
 	Nodes map[string]map[string]string `json:"nodes,omitempty"`
 	// Resources lists what the deployment holds at its providers.
@@ -133,6 +137,12 @@ type Deployment struct {
 	// Retained lists resources kept after a destroy, with the end of their grace period.
 	Retained  []Retained `json:"retained,omitempty"`
 	LastBuild *Build     `json:"last_build,omitempty"`
+}
+
+// Update is a newer catalog revision than the one a deployment runs.
+type Update struct {
+	From string `json:"from"`
+	To   string `json:"to"`
 }
 
 // Resource is one resource a deployment holds.
@@ -152,7 +162,7 @@ type Retained struct {
 }
 
 func toDeployment(d store.Deployment) Deployment {
-	out := Deployment{ID: d.ID, Namespace: d.Namespace, Name: d.Name, Owner: d.Owner, Domain: d.Domain, State: d.State,
+	out := Deployment{ID: d.ID, Namespace: d.Namespace, Name: d.Name, Owner: d.Owner, Domain: d.Domain, State: d.State, CatalogRevision: d.CatalogRevision,
 		Config: json.RawMessage(d.Config), UpdatePolicy: deploy.PolicyOf(d), CreatedAt: d.CreatedAt, UpdatedAt: d.UpdatedAt}
 	refs := map[string]string{}
 	if json.Unmarshal([]byte(d.SecretRefs), &refs) == nil {
@@ -234,6 +244,9 @@ func (h *handlers) getDeployment(c *fiber.Ctx) error {
 		return err
 	}
 	out := toDeployment(d)
+	if from, to, ok := h.d.Engine.UpdateAvailable(d); ok {
+		out.UpdateAvailable = &Update{From: from, To: to}
+	}
 	rows, err := h.d.Store.Resources(ctx, d.ID)
 	if err != nil {
 		return err
@@ -290,7 +303,8 @@ func toBuild(b store.Build) Build {
 }
 
 func (h *handlers) submit(c *fiber.Ctx) error {
-	b, unmigrated, err := h.d.Engine.Submit(c.UserContext(), c.Params("id"), c.Body())
+	b, unmigrated, err := h.d.Engine.SubmitWith(c.UserContext(), c.Params("id"), c.Body(),
+		deploy.SubmitOptions{ApplyUpdates: c.QueryBool("apply_updates")})
 	if err != nil {
 		return err
 	}

@@ -216,6 +216,7 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"CatalogApp":        CatalogApp{},
 		"Deployment":        Deployment{},
 		"DeploymentSummary": DeploymentSummary{},
+		"Update":            Update{},
 		"Resource":          Resource{},
 		"Retained":          Retained{},
 		"CreateRequest":     CreateRequest{},

@@ -2,9 +2,12 @@ package catalog
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -27,25 +30,25 @@ type App struct {
 	Plugin *plugins.Plugin
 }
 
-// Catalog is the apps of one set of loaded plugins, with their composed schema.
+// Catalog is the apps of one set of loaded plugins, with their composed schema. Several
+// versions of an app may be installed; the newest is offered, the others run the
+// deployments still pinned to an older revision.
 type Catalog struct {
 	apps     []*App
 	byName   map[string]*App
+	versions map[string]map[string]*App
 	schema   json.RawMessage
 	compiled *jsonschema.Schema
 }
 
 // Load asks every app plugin of m (the newest version of each) for its schema and renames.
 func Load(ctx context.Context, m *plugins.Manager) (*Catalog, error) {
-	c := &Catalog{byName: map[string]*App{}}
+	c := &Catalog{byName: map[string]*App{}, versions: map[string]map[string]*App{}}
 	for _, p := range m.Plugins() {
 		if p.Kind != sdk.KindApp {
 			continue
 		}
 		newest, _ := m.Find(sdk.KindApp, p.Name, "")
-		if newest != p {
-			continue
-		}
 		cl, err := p.Client()
 		if err != nil {
 			return nil, err
@@ -64,14 +67,40 @@ func Load(ctx context.Context, m *plugins.Manager) (*Catalog, error) {
 		}
 		a := &App{Name: desc.Name, Version: desc.Version, Summary: desc.Summary, Schema: sc.JSON,
 			Icon: sc.Icon, IconMediaType: sc.IconMediaType, Renames: renames, Plugin: p}
-		c.apps = append(c.apps, a)
-		c.byName[a.Name] = a
+		if c.versions[a.Name] == nil {
+			c.versions[a.Name] = map[string]*App{}
+		}
+		c.versions[a.Name][a.Version] = a
+		if newest == p {
+			c.apps = append(c.apps, a)
+			c.byName[a.Name] = a
+		}
 	}
 	sort.Slice(c.apps, func(i, j int) bool { return c.apps[i].Name < c.apps[j].Name })
 	if err := c.compose(); err != nil {
 		return nil, err
 	}
 	return c, nil
+}
+
+// AppAt returns version of the app called name, if it is installed.
+func (c *Catalog) AppAt(name, version string) (*App, bool) {
+	a, ok := c.versions[name][version]
+	return a, ok
+}
+
+// Revision is the catalog revision of the newest version of every app: an id derived
+// from the set, so the same set always has the same id, and the set itself.
+func (c *Catalog) Revision() (string, map[string]string) {
+	apps := make(map[string]string, len(c.apps))
+	lines := make([]string, 0, len(c.apps))
+	for _, a := range c.apps {
+		apps[a.Name] = a.Version
+		lines = append(lines, a.Name+"="+a.Version+"\n")
+	}
+	sort.Strings(lines)
+	sum := sha256.Sum256([]byte(strings.Join(lines, "")))
+	return "r" + hex.EncodeToString(sum[:6]), apps
 }
 
 // Apps lists the apps by name.

@@ -20,6 +20,7 @@ import (
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/scheduler"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/ui"
 )
@@ -71,7 +72,13 @@ func (e *env) serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	engine := deploy.New(deploy.Options{Store: st, Plugins: manager, Catalog: cat, Environment: cfg.Resources, Logger: log.Named("deploy")})
+	trail := audit.New(st, audit.Options{})
+	engine := deploy.New(deploy.Options{Store: st, Plugins: manager, Catalog: cat, Environment: cfg.Resources, Logger: log.Named("deploy"), Audit: trail})
+	revision, err := engine.RecordRevision(ctx)
+	if err != nil {
+		return err
+	}
+	log.Info("catalog revision", "revision", revision)
 	q, err := queue.New(st, queue.Config{Builder: engine, Logger: slogFrom(log.Named("queue"))})
 	if err != nil {
 		return err
@@ -95,7 +102,6 @@ func (e *env) serve(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen (%s): %w", cfg.Listen, err)
 	}
-	trail := audit.New(st, audit.Options{})
 	accounts := auth.New(st, auth.Options{Audit: trail})
 	// Before EnsureAdmin: a start that fails here must not spend the one-time password.
 	operatorOIDC, err := newOperatorOIDC(ctx, cfg.OperatorOIDC, accounts)
@@ -112,6 +118,18 @@ func (e *env) serve(ctx context.Context) error {
 		fmt.Fprintf(e.stdout, "\nfirst start: created the superuser \"admin\" with the one-time password\n\n    %s\n\nsign in and change it; it is not shown again.\n\n", password)
 	}
 	go keepAudit(ctx, trail, cfg.AuditRetention(), log.Named("audit"))
+
+	// One host schedules: cluster mode, where a leader is elected, is a later issue.
+	updates := scheduler.New()
+	if err := updates.Schedule("@every "+cfg.UpdateCheckInterval, func(now time.Time) {
+		if _, err := engine.RunUpdates(ctx, now); err != nil {
+			log.Error("checking for updates", "error", err)
+		}
+	}); err != nil {
+		return fmt.Errorf("update_check_interval: %w", err)
+	}
+	updates.Start()
+	defer func() { _ = updates.Stop(context.Background()) }()
 	defer func() {
 		if err := trail.Flush(context.Background()); err != nil {
 			log.Error("writing the last audit counts", "error", err)

@@ -33,6 +33,8 @@ type Config struct {
 	LogFormat string
 	// AuditRetentionDays is how many days audit events are kept ("0" keeps all).
 	AuditRetentionDays string
+	// UpdateCheckInterval is how often the update policies are evaluated (a duration).
+	UpdateCheckInterval string
 	// Resources lists, per resource type, the provider that answers it.
 	Resources []Resource
 	// Registrars lists the registrar drivers in use.
@@ -119,7 +121,8 @@ func Default() *Config {
 		LogLevel:  "info",
 		LogFormat: "text",
 
-		AuditRetentionDays: "365",
+		AuditRetentionDays:  "365",
+		UpdateCheckInterval: "1m",
 		Resources: []Resource{
 			{Type: "postgresql", Provider: "postgresql", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
 			{Type: "s3", Provider: "versitygw", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},

@@ -27,6 +27,7 @@ var settings = []setting{
 	{"log_level", "trace, debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }},
 	{"log_format", "text or json", func(c *Config) *string { return &c.LogFormat }},
 	{"audit_retention_days", "days audit events are kept; 0 keeps all", func(c *Config) *string { return &c.AuditRetentionDays }},
+	{"update_check_interval", "how often update policies are evaluated, a duration such as 1m", func(c *Config) *string { return &c.UpdateCheckInterval }},
 }
 
 func (s setting) flag() string { return strings.ReplaceAll(s.name, "_", "-") }

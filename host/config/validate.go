@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 var (
@@ -47,6 +48,9 @@ func (c *Config) validate() error {
 	}
 	if !slices.Contains(logFormats, c.LogFormat) {
 		bad("log_format", "%q is not a log format; use one of %s", c.LogFormat, strings.Join(logFormats, ", "))
+	}
+	if d, err := time.ParseDuration(c.UpdateCheckInterval); err != nil || d < time.Second {
+		bad("update_check_interval", "%q is not a duration of at least 1s, such as 1m", c.UpdateCheckInterval)
 	}
 	if days, err := strconv.Atoi(c.AuditRetentionDays); err != nil || days < 0 {
 		bad("audit_retention_days", "%q is not a number of days; use 0 to keep all events, or e.g. 365", c.AuditRetentionDays)

@@ -15,11 +15,12 @@ import (
 
 // run is one build in progress: its events and what it knows of the deployment.
 type run struct {
-	e      *Engine
-	build  store.Build
-	d      store.Deployment
-	rows   map[string]store.Resource
-	owners map[string]string // secret reference -> secret instance
+	e        *Engine
+	revision string // the catalog revision a deploy built, recorded when it succeeds
+	build    store.Build
+	d        store.Deployment
+	rows     map[string]store.Resource
+	owners   map[string]string // secret reference -> secret instance
 }
 
 func (r *run) event(level, stepName string, progress int, format string, args ...any) {
@@ -52,11 +53,14 @@ func (e *Engine) Build(ctx context.Context, buildID string, _ func(step, message
 		err = r.deploy(ctx)
 	}
 	state := map[string]string{store.OperationSuspend: StateSuspended, store.OperationDestroy: StateDestroyed, store.OperationDeploy: StateActive}[b.Operation]
+	columns := map[string]any{"state": state}
 	if err != nil {
-		state = StateFailed
+		columns["state"] = StateFailed
 		r.event(store.LevelError, "verdict", 100, "%v", err)
+	} else if r.revision != "" {
+		columns["catalog_revision"] = r.revision
 	}
-	if uerr := e.opts.Store.UpdateDeployment(context.WithoutCancel(ctx), d.ID, map[string]any{"state": state}); uerr != nil {
+	if uerr := e.opts.Store.UpdateDeployment(context.WithoutCancel(ctx), d.ID, columns); uerr != nil {
 		e.log.Error("recording the deployment's state", "deployment", d.ID, "error", uerr)
 	}
 	return err
@@ -98,10 +102,18 @@ func (r *run) deploy(ctx context.Context) error {
 	for name, row := range r.rows {
 		existing[name] = json.RawMessage(row.Result)
 	}
-	plans, err := r.e.plan(ctx, r.d, cfg, options, existing)
+	revision, versions, err := r.e.revisionOf(ctx, r.build.CatalogRevision)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
+	if err := r.e.checkGuards(ctx, r.d, cfg, versions); err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	plans, err := r.e.plan(ctx, r.d, cfg, options, existing, versions)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	r.revision = revision
 	total := 0
 	for _, ap := range plans {
 		total += len(ap.Steps) + 1

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/config"
 	"github.com/fedhost/fedhost/host/plugins"
@@ -42,6 +43,8 @@ type Options struct {
 	MaxQueued int
 	// BackupGrace is how long backup buckets outlive a destroy (30 days).
 	BackupGrace time.Duration
+	// Audit records what the engine does on its own (automatic updates).
+	Audit *audit.Log
 }
 
 // Engine runs submits and builds.
@@ -129,8 +132,20 @@ func (e *Engine) Deployment(ctx context.Context, id string) (store.Deployment, e
 	return d, err
 }
 
-// Submit validates a configuration and queues a build of it. A refusal changes nothing.
+// SubmitOptions change a submit.
+type SubmitOptions struct {
+	// ApplyUpdates builds from the newest catalog revision instead of the deployment's.
+	ApplyUpdates bool
+}
+
+// Submit validates a configuration and queues a build of it on the deployment's catalog
+// revision (the newest for a deployment that has none yet). A refusal changes nothing.
 func (e *Engine) Submit(ctx context.Context, deploymentID string, raw json.RawMessage) (store.Build, []catalog.Unmigrated, error) {
+	return e.SubmitWith(ctx, deploymentID, raw, SubmitOptions{})
+}
+
+// SubmitWith is Submit with options.
+func (e *Engine) SubmitWith(ctx context.Context, deploymentID string, raw json.RawMessage, opts SubmitOptions) (store.Build, []catalog.Unmigrated, error) {
 	d, err := e.Deployment(ctx, deploymentID)
 	if err != nil {
 		return store.Build{}, nil, err
@@ -142,8 +157,17 @@ func (e *Engine) Submit(ctx context.Context, deploymentID string, raw json.RawMe
 	if err != nil {
 		return store.Build{}, unmigrated, err
 	}
-	b, err := e.enqueue(ctx, d, store.OperationDeploy, cfg, refs)
+	b, err := e.enqueue(ctx, d, store.OperationDeploy, cfg, refs, e.revisionFor(d, opts.ApplyUpdates))
 	return b, unmigrated, err
+}
+
+// revisionFor is the revision a deploy builds: the deployment's, or the newest.
+func (e *Engine) revisionFor(d store.Deployment, applyUpdates bool) string {
+	if d.CatalogRevision == "" || applyUpdates {
+		current, _ := e.opts.Catalog.Revision()
+		return current
+	}
+	return d.CatalogRevision
 }
 
 // check applies renames, validates, and moves the secrets the operator typed to the
@@ -184,7 +208,7 @@ func messageOf(err error) string {
 }
 
 // enqueue stores a build and queues it, refusing a full queue or a second build.
-func (e *Engine) enqueue(ctx context.Context, d store.Deployment, operation string, cfg json.RawMessage, refs map[string]string) (store.Build, error) {
+func (e *Engine) enqueue(ctx context.Context, d store.Deployment, operation string, cfg json.RawMessage, refs map[string]string, revision string) (store.Build, error) {
 	if e.queue == nil {
 		return store.Build{}, errors.New("the engine has no queue")
 	}
@@ -209,7 +233,7 @@ func (e *Engine) enqueue(ctx context.Context, d store.Deployment, operation stri
 			domain = c.Domain
 		}
 	}
-	b, err := e.opts.Store.SubmitBuild(ctx, d.ID, operation, store.Submission{Config: string(cfg), SecretRefs: string(refsJSON), Domain: domain})
+	b, err := e.opts.Store.SubmitBuild(ctx, d.ID, operation, store.Submission{Config: string(cfg), SecretRefs: string(refsJSON), Domain: domain, Revision: revision})
 	if errors.Is(err, store.ErrConflict) {
 		return store.Build{}, refuse(CodeConflict, "", "a build of this deployment is queued or running: wait for it to finish")
 	}
@@ -230,7 +254,7 @@ func (e *Engine) Suspend(ctx context.Context, id string) (store.Build, error) {
 	if err != nil {
 		return store.Build{}, err
 	}
-	return e.enqueue(ctx, d, store.OperationSuspend, json.RawMessage(d.Config), nil)
+	return e.enqueue(ctx, d, store.OperationSuspend, json.RawMessage(d.Config), nil, d.CatalogRevision)
 }
 
 // Resume queues a build of the stored configuration.
@@ -242,7 +266,7 @@ func (e *Engine) Resume(ctx context.Context, id string) (store.Build, error) {
 	if d.State == StateDestroyed {
 		return store.Build{}, refuse(CodeConflict, "", "deployment %s is destroyed", d.ID)
 	}
-	return e.enqueue(ctx, d, store.OperationDeploy, json.RawMessage(d.Config), e.storedRefs(d))
+	return e.enqueue(ctx, d, store.OperationDeploy, json.RawMessage(d.Config), e.storedRefs(d), e.revisionFor(d, false))
 }
 
 // Destroy queues a build that deprovisions everything in reverse order, keeping backup
@@ -252,7 +276,7 @@ func (e *Engine) Destroy(ctx context.Context, id string) (store.Build, error) {
 	if err != nil {
 		return store.Build{}, err
 	}
-	return e.enqueue(ctx, d, store.OperationDestroy, json.RawMessage(d.Config), nil)
+	return e.enqueue(ctx, d, store.OperationDestroy, json.RawMessage(d.Config), nil, d.CatalogRevision)
 }
 
 func (e *Engine) storedRefs(d store.Deployment) map[string]string {

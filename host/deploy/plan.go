@@ -62,7 +62,7 @@ type Plan struct {
 // nodes the apps would render (against stub results where none exist yet), then routes
 // each request and has its provider validate it. Nothing changes. The nodes come first:
 // an app that cannot run on this instance provider is the most useful refusal.
-func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Config, options map[string]json.RawMessage, existing map[string]json.RawMessage) ([]*appPlan, error) {
+func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Config, options map[string]json.RawMessage, existing map[string]json.RawMessage, versions map[string]string) ([]*appPlan, error) {
 	var out []*appPlan
 	names := make([]string, 0, len(cfg.Apps))
 	for name, a := range cfg.Apps {
@@ -72,9 +72,9 @@ func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Confi
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		a, ok := e.opts.Catalog.App(name)
-		if !ok {
-			return nil, fmt.Errorf("app %q is not in the catalog of this host", name)
+		a, err := e.appAt(name, versions)
+		if err != nil {
+			return nil, err
 		}
 		c, err := a.Plugin.Client()
 		if err != nil {
@@ -250,7 +250,11 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 		stored[r.Name] = r
 		results[r.Name] = json.RawMessage(r.Result)
 	}
-	plans, err := e.plan(ctx, d, cfg, options, results)
+	_, versions, err := e.revisionOf(ctx, d.CatalogRevision)
+	if err != nil {
+		return Plan{}, err
+	}
+	plans, err := e.plan(ctx, d, cfg, options, results, versions)
 	if err != nil {
 		return Plan{}, refuse(CodeInvalidConfiguration, "", "%v", err)
 	}

@@ -78,6 +78,8 @@ type host struct {
 	logs    []string // every log of every run of this host
 	// token is the API token of the first superuser, made at the first start.
 	token string
+	// env is added to serve's environment after the defaults, and wins over them.
+	env []string
 }
 
 type lockedBuffer struct {
@@ -106,11 +108,11 @@ func freePort(t testing.TB) int {
 
 // startHost runs fedhost serve on a fresh data dir below a 0755 dir (the managed
 // PostgreSQL runs as an unprivileged user and must reach it).
-func startHost(t testing.TB) *host {
+func startHost(t testing.TB, env ...string) *host {
 	dir, err := os.MkdirTemp("", "fedhost-e2e-data-")
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
-	h := &host{t: t, dataDir: filepath.Join(dir, "data"), addr: "127.0.0.1:" + strconv.Itoa(freePort(t))}
+	h := &host{t: t, dataDir: filepath.Join(dir, "data"), addr: "127.0.0.1:" + strconv.Itoa(freePort(t)), env: env}
 	t.Cleanup(func() {
 		h.stop()
 		killNodes(h.dataDir)
@@ -130,6 +132,7 @@ func (h *host) start() {
 		"FEDHOST_PLUGIN_DIR="+filepath.Join(binDir, "plugins"),
 		"FEDHOST_LOG_LEVEL=debug",
 	)
+	h.cmd.Env = append(h.cmd.Env, h.env...)
 	h.cmd.Dir = t.TempDir()
 	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
 	require.NoError(t, h.cmd.Start())

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // GetDeployment returns the deployment with the given ID.
@@ -111,15 +112,16 @@ func (s *Store) UpdateDeployment(ctx context.Context, id string, columns map[str
 	return nil
 }
 
-// Submission is what a deploy build stores on its deployment.
+// Submission is what a deploy build stores on its deployment, and the revision it builds.
 type Submission struct {
 	Config, SecretRefs, Domain string
+	Revision                   string
 }
 
 // SubmitBuild stores a queued build and, for a deploy, the deployment's new configuration,
 // in one transaction, so a configuration is never stored without its build.
 func (s *Store) SubmitBuild(ctx context.Context, deploymentID, operation string, sub Submission) (Build, error) {
-	b := Build{ID: newID(), DeploymentID: deploymentID, Operation: operation, Config: sub.Config, State: BuildQueued}
+	b := Build{ID: newID(), DeploymentID: deploymentID, Operation: operation, Config: sub.Config, CatalogRevision: sub.Revision, State: BuildQueued}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if operation == OperationDeploy {
 			res := tx.Model(&Deployment{}).Where("id = ?", deploymentID).
@@ -218,4 +220,24 @@ func (s *Store) ListAllBuilds(ctx context.Context, limit int) ([]Build, error) {
 // SetBuildJob records the River job of a build.
 func (s *Store) SetBuildJob(ctx context.Context, buildID string, jobID int64) error {
 	return s.db.WithContext(ctx).Model(&Build{}).Where("id = ?", buildID).Update("job_id", jobID).Error
+}
+
+// EnsureRevision records a catalog revision unless it exists; revisions never change.
+func (s *Store) EnsureRevision(ctx context.Context, r CatalogRevision) error {
+	r.CreatedAt = now()
+	err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&r).Error
+	if err != nil {
+		return fmt.Errorf("recording catalog revision %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+// Revision returns a catalog revision.
+func (s *Store) Revision(ctx context.Context, id string) (CatalogRevision, error) {
+	var r CatalogRevision
+	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return r, fmt.Errorf("catalog revision %s: %w", id, ErrNotFound)
+	}
+	return r, err
 }

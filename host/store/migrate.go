@@ -22,6 +22,7 @@ var migrations = []migration{
 	migrate2,
 	migrate3,
 	migrate4,
+	migrate5,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -224,6 +225,19 @@ func migrate4(tx *gorm.DB) error {
 		`ALTER TABLE deployments ADD COLUMN update_window_minutes integer NOT NULL DEFAULT 0`,
 		`ALTER TABLE deployments ADD COLUMN time_zone text NOT NULL DEFAULT 'UTC'`,
 		`ALTER TABLE builds ADD COLUMN job_id bigint NOT NULL DEFAULT 0`,
+	)
+}
+
+// migrate5 records catalog revisions: which version of each app a deployment builds from.
+func migrate5(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE catalog_revisions (
+			id text PRIMARY KEY,
+			apps text NOT NULL,
+			created_at {ts} NOT NULL
+		)`,
+		`ALTER TABLE builds ADD COLUMN catalog_revision text NOT NULL DEFAULT ''`,
+		`ALTER TABLE deployments ADD COLUMN last_auto_revision text NOT NULL DEFAULT ''`,
 	)
 }
 

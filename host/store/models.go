@@ -21,6 +21,9 @@ type Deployment struct {
 	SecretRefs string
 	// UpdatePolicy is manual, automatic or window; the window starts daily at
 	// UpdateWindowStart (HH:MM) in TimeZone and lasts UpdateWindowMinutes.
+	// LastAutoRevision is the newest revision the scheduler submitted automatically, so
+	// that it tries each revision once.
+	LastAutoRevision    string
 	UpdatePolicy        string
 	UpdateWindowStart   string
 	UpdateWindowMinutes int
@@ -67,7 +70,9 @@ type Build struct {
 	Config string
 	// JobID is the River job that runs the build, 0 before it is queued.
 	JobID int64
-	State BuildState
+	// CatalogRevision is the revision the build deploys.
+	CatalogRevision string
+	State           BuildState
 	// Reason says why the build is in its state, e.g. the error of a failed
 	// build; empty when there is nothing to say.
 	Reason    string
@@ -133,4 +138,12 @@ type Resource struct {
 	State          string
 	RetainUntil    *time.Time
 	UpdatedAt      time.Time
+}
+
+// CatalogRevision is an immutable record of which version of each app a catalog offers.
+type CatalogRevision struct {
+	ID string `gorm:"primaryKey"`
+	// Apps is a JSON object of app name to version.
+	Apps      string
+	CreatedAt time.Time
 }

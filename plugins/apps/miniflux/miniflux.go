@@ -22,8 +22,9 @@ var schemaJSON []byte
 var icon []byte
 
 // version is the Miniflux release this plugin runs: the one `make build` builds from the
-// Go module proxy into bin/artifacts/miniflux.
-const version = "2.3.5"
+// Go module proxy into bin/artifacts/miniflux. A variable, so that tests of updates can
+// build the plugin as another version (-ldflags -X main.version=...).
+var version = "2.3.5"
 
 // The instance names of the requests.
 const (
