@@ -19,6 +19,8 @@ type configureData struct {
 	Fields    template.HTML
 	Plan      *deploy.Plan
 	NoCatalog bool
+	// Update names the newer catalog revision a deploy may apply, "" when there is none.
+	Update string
 }
 
 func (u *UI) configurePage(c *fiber.Ctx, s *session) error {
@@ -39,6 +41,9 @@ type configureState struct {
 
 func (u *UI) showConfigure(c *fiber.Ctx, s *session, d store.Deployment, status int, st configureState) error {
 	data := configureData{D: d, Plan: st.plan}
+	if _, to, ok := u.d.Engine.UpdateAvailable(d); ok {
+		data.Update = to
+	}
 	if cat := u.d.Engine.Catalog(); cat == nil {
 		data.NoCatalog = true
 	} else {
@@ -93,7 +98,7 @@ func (u *UI) configure(c *fiber.Ctx, s *session) error {
 		}
 		return u.showConfigure(c, s, d, fiber.StatusOK, configureState{value: raw, plan: &plan})
 	case "deploy":
-		b, _, err := u.d.Engine.Submit(s.ctx, d.ID, raw)
+		b, _, err := u.d.Engine.SubmitWith(s.ctx, d.ID, raw, deploy.SubmitOptions{ApplyUpdates: c.FormValue("apply_updates") == "on"})
 		result, reason := resultOf(err)
 		if rerr := u.record(s.ctx, audit.Event{Action: "deployment.submit", DeploymentID: d.ID, BuildID: b.ID, Result: result, Reason: reason}); rerr != nil {
 			return errors.Join(err, rerr)

@@ -115,6 +115,8 @@ type deploymentData struct {
 	Nodes   []node
 	Builds  []store.Build
 	Running bool
+	// Update names a newer catalog revision, "" when there is none.
+	Update string
 }
 
 func (u *UI) deployment(c *fiber.Ctx, s *session) error {
@@ -131,6 +133,9 @@ func (u *UI) showDeployment(c *fiber.Ctx, s *session, d store.Deployment, status
 		return err
 	}
 	data := deploymentData{D: d}
+	if _, to, ok := u.d.Engine.UpdateAvailable(d); ok {
+		data.Update = to
+	}
 	for _, r := range rows {
 		if r.Type != contract.Instance {
 			continue
