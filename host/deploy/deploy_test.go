@@ -1,0 +1,64 @@
+package deploy
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fedhost/fedhost/sdk"
+)
+
+func TestOrderPutsDependenciesFirstAndTypesInRank(t *testing.T) {
+	t.Parallel()
+	steps := []step{
+		{Name: "a-web", Type: "instance"},
+		{Name: "a-sso", Type: "oidc", DependsOn: []string{"a-directory"}},
+		{Name: "a-db", Type: "postgresql"},
+		{Name: "a-directory", Type: "ldap"},
+		{Name: "a-secrets", Type: "secret"},
+		{Name: "a-tls", Type: "tls", DependsOn: []string{"a-dns"}},
+		{Name: "a-dns", Type: "dns"},
+	}
+	require.NoError(t, order(steps))
+	pos := map[string]int{}
+	for i, s := range steps {
+		pos[s.Name] = i
+	}
+	require.Less(t, pos["a-secrets"], pos["a-db"])
+	require.Less(t, pos["a-directory"], pos["a-sso"])
+	require.Less(t, pos["a-dns"], pos["a-tls"])
+	require.Equal(t, len(steps)-1, pos["a-web"], "instances last")
+
+	err := order([]step{{Name: "a-x", Request: "x", Type: "secret", DependsOn: []string{"a-missing"}}})
+	require.ErrorContains(t, err, "request x depends on a-missing")
+}
+
+func TestRewriteRefsReplacesOnlyKnownSecretKeys(t *testing.T) {
+	t.Parallel()
+	in := `{"host":"h","password":{"secret":"password"},"keys":{"app":{"access_key_id":"AK","secret_access_key":{"secret":"key-app"}}},"other":{"secret":"unknown"}}`
+	out, err := rewriteRefs(json.RawMessage(in), map[string]string{"password": "t/i-creds/password@v1", "key-app": "t/i-creds/key-app@v1"})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"host":"h","password":{"secret":"t/i-creds/password@v1"},"keys":{"app":{"access_key_id":"AK","secret_access_key":{"secret":"t/i-creds/key-app@v1"}}},"other":{"secret":"unknown"}}`, string(out))
+}
+
+func TestSecretFileNamesAreDNSSafe(t *testing.T) {
+	t.Parallel()
+	for _, pointer := range []string{
+		"/apps/miniflux/options/metrics/password",
+		"/apps/mastodon/options/SMTP_Password",
+		"/apps/x/options/9lives",
+		"/apps/peertube/options/a-very-long-option-name-that-goes-on-and-on-and-on-and-on-and-on",
+	} {
+		name := secretFileName(pointer)
+		require.True(t, sdk.ValidInstance(name), "%q from %q", name, pointer)
+	}
+	require.Equal(t, "miniflux-metrics-password", secretFileName("/apps/miniflux/options/metrics/password"))
+}
+
+func TestBackupOnly(t *testing.T) {
+	t.Parallel()
+	require.True(t, backupOnly(`{"buckets":{"backups":{"backup":true}}}`))
+	require.False(t, backupOnly(`{"buckets":{"backups":{"backup":true},"media":{}}}`))
+	require.False(t, backupOnly(`{"buckets":{}}`))
+}
