@@ -44,6 +44,8 @@ func (h *handlers) routes(r fiber.Router) {
 	h.route(r, post, "/deployments/:id/resume", Owner, "deployment.resume", h.resume)
 	h.route(r, get, "/deployments/:id/builds", Owner, "", h.listBuilds)
 	h.route(r, put, "/deployments/:id/update-policy", Owner, "deployment.update_policy", h.updatePolicy)
+	h.route(r, post, "/deployments/:id/operations/:name", Owner, "deployment.operation", h.operate)
+	h.route(r, get, "/deployments/:id/backups", Owner, "", h.backups)
 	h.route(r, get, "/builds/:id", Owner, "", h.getBuild)
 	h.route(r, get, "/builds/:id/events", Owner, "", h.buildEvents)
 	h.route(r, get, "/plugins", Superuser, "", func(c *fiber.Ctx) error { return c.JSON(pluginList(h.d.Plugins)) })
@@ -368,6 +370,43 @@ func (h *handlers) getBuild(c *fiber.Ctx) error {
 	out := toBuild(b)
 	for _, e := range events {
 		out.Events = append(out.Events, Event{Seq: e.Seq, Time: e.Time, Step: e.Step, Level: e.Level, Message: e.Message, Progress: e.Progress})
+	}
+	return c.JSON(out)
+}
+
+func (h *handlers) operate(c *fiber.Ctx) error {
+	var op deploy.Operation
+	if err := json.Unmarshal(c.Body(), &op); err != nil {
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Message: "send {\"app\": ..., \"snapshot\": ...}"}
+	}
+	b, err := h.d.Engine.Operate(c.UserContext(), c.Params("id"), c.Params("name"), op)
+	if err != nil {
+		return err
+	}
+	c.Locals("build", b.ID)
+	return c.Status(fiber.StatusAccepted).JSON(toBuild(b))
+}
+
+// Backup is one backup of an app.
+type Backup struct {
+	ID       string            `json:"id"`
+	Time     time.Time         `json:"time"`
+	Database string            `json:"database"`
+	Tags     map[string]string `json:"tags"`
+}
+
+func (h *handlers) backups(c *fiber.Ctx) error {
+	app := c.Query("app")
+	if app == "" {
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/app", Message: "name the app: ?app=miniflux"}
+	}
+	list, err := h.d.Engine.Backups(c.UserContext(), c.Params("id"), app)
+	if err != nil {
+		return err
+	}
+	out := make([]Backup, 0, len(list))
+	for _, s := range list {
+		out = append(out, Backup{ID: s.ID, Time: s.Time, Database: s.Database, Tags: s.Tags})
 	}
 	return c.JSON(out)
 }

@@ -217,6 +217,8 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"Deployment":        Deployment{},
 		"DeploymentSummary": DeploymentSummary{},
 		"Update":            Update{},
+		"Backup":            Backup{},
+		"Operation":         deploy.Operation{},
 		"Resource":          Resource{},
 		"Retained":          Retained{},
 		"CreateRequest":     CreateRequest{},

@@ -49,11 +49,21 @@ func (e *Engine) Build(ctx context.Context, buildID string, _ func(step, message
 		err = r.suspend(ctx)
 	case store.OperationDestroy:
 		err = r.destroy(ctx)
+	case store.OperationBackup, store.OperationRestore:
+		err = r.operate(ctx, b.Operation)
 	default:
 		err = r.deploy(ctx)
 	}
 	state := map[string]string{store.OperationSuspend: StateSuspended, store.OperationDestroy: StateDestroyed, store.OperationDeploy: StateActive}[b.Operation]
 	columns := map[string]any{"state": state}
+	if state == "" {
+		// An operation (backup, restore) leaves the deployment's state as it is; its
+		// build records how it went.
+		if err != nil {
+			r.event(store.LevelError, "verdict", 100, "%v", err)
+		}
+		return err
+	}
 	if err != nil {
 		columns["state"] = StateFailed
 		r.event(store.LevelError, "verdict", 100, "%v", err)
@@ -258,6 +268,10 @@ func verb(rows map[string]store.Resource, s step) string {
 func (r *run) removeUnplanned(ctx context.Context, cfg catalog.Config, planned map[string]bool) error {
 	var gone []store.Resource
 	for name, row := range r.rows {
+		// The backup repository's password lives as long as the app's backups.
+		if strings.HasSuffix(name, resticSuffix) && cfg.Apps[row.App].Enable {
+			continue
+		}
 		if !planned[name] && row.State != store.ResourceRetained {
 			gone = append(gone, row)
 		}
@@ -352,7 +366,7 @@ func (r *run) destroy(ctx context.Context) error {
 		if row.State == store.ResourceRetained {
 			continue
 		}
-		if row.Type == contract.S3 && backupOnly(row.Spec) {
+		if (row.Type == contract.S3 && backupOnly(row.Spec)) || strings.HasSuffix(row.Name, resticSuffix) {
 			if err := r.deprovision(ctx, row, true); err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/store"
@@ -280,7 +281,7 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 		}
 	}
 	for _, r := range rows {
-		if planned[r.Name] || r.State == store.ResourceRetained {
+		if planned[r.Name] || r.State == store.ResourceRetained || (strings.HasSuffix(r.Name, resticSuffix) && cfg.Apps[r.App].Enable) {
 			continue
 		}
 		action := "delete"

@@ -58,6 +58,8 @@ const (
 	OperationDeploy  = "deploy"
 	OperationSuspend = "suspend"
 	OperationDestroy = "destroy"
+	OperationBackup  = "backup"
+	OperationRestore = "restore"
 )
 
 // Build is one run of deploying a deployment's configuration.

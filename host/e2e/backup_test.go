@@ -1,0 +1,102 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// minifluxAPI calls Miniflux's own API as its admin.
+func minifluxAPI(t *testing.T, addr, user, password, method, path string, body any) (int, []byte) {
+	var raw []byte
+	if body != nil {
+		var err error
+		raw, err = json.Marshal(body)
+		require.NoError(t, err)
+	}
+	req, err := http.NewRequest(method, "http://"+addr+path, bytes.NewReader(raw))
+	require.NoError(t, err)
+	req.SetBasicAuth(user, password)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var out bytes.Buffer
+	_, _ = out.ReadFrom(resp.Body)
+	return resp.StatusCode, out.Bytes()
+}
+
+func categories(t *testing.T, addr, password string) []string {
+	code, body := minifluxAPI(t, addr, "admin", password, "GET", "/v1/categories", nil)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	var list []struct {
+		Title string `json:"title"`
+	}
+	require.NoError(t, json.Unmarshal(body, &list))
+	var out []string
+	for _, c := range list {
+		out = append(out, c.Title)
+	}
+	return out
+}
+
+// Miniflux data made through its own API is backed up, lost, restored and there again.
+func TestBackupAndRestoreBringBackMinifluxData(t *testing.T) {
+	h := startHost(t)
+	d := h.create("keep")
+	require.Equal(t, "succeeded", h.wait(h.submit(d.ID, minifluxConfig("keep.example.org", nil)).ID).State)
+	addr := h.deployment(d.ID).Nodes["miniflux-web"]["http"]
+	password := h.nodeFile("keep", "miniflux-web", "admin-password")
+
+	code, body := minifluxAPI(t, addr, "admin", password, "POST", "/v1/categories", map[string]string{"title": "Fediverse news"})
+	require.Equal(t, http.StatusCreated, code, "%s", body)
+	require.Contains(t, categories(t, addr, password), "Fediverse news")
+
+	var b build
+	require.Equal(t, http.StatusAccepted, h.call("POST", "/deployments/"+d.ID+"/operations/backup", map[string]string{"app": "miniflux"}, &b))
+	done := h.wait(b.ID)
+	require.Equal(t, "succeeded", done.State, "%+v", done)
+	var backups []struct {
+		ID       string `json:"id"`
+		Database string `json:"database"`
+	}
+	require.Equal(t, http.StatusOK, h.call("GET", "/deployments/"+d.ID+"/backups?app=miniflux", nil, &backups))
+	require.Len(t, backups, 1)
+	require.Equal(t, "keep-miniflux-db", backups[0].Database)
+
+	// The data is lost...
+	var list []struct {
+		ID    int    `json:"id"`
+		Title string `json:"title"`
+	}
+	code, body = minifluxAPI(t, addr, "admin", password, "GET", "/v1/categories", nil)
+	require.Equal(t, http.StatusOK, code)
+	require.NoError(t, json.Unmarshal(body, &list))
+	for _, c := range list {
+		if c.Title == "Fediverse news" {
+			code, body = minifluxAPI(t, addr, "admin", password, "DELETE", "/v1/categories/"+itoa(c.ID), nil)
+			require.Equal(t, http.StatusNoContent, code, "%s", body)
+		}
+	}
+	require.NotContains(t, categories(t, addr, password), "Fediverse news")
+
+	// ...and restored.
+	require.Equal(t, http.StatusAccepted, h.call("POST", "/deployments/"+d.ID+"/operations/restore",
+		map[string]string{"app": "miniflux", "snapshot": backups[0].ID}, &b))
+	restored := h.wait(b.ID)
+	require.Equal(t, "succeeded", restored.State, "%+v", restored)
+	require.Contains(t, categories(t, addr, password), "Fediverse news")
+
+	// A redeploy keeps the repository's password, so the backups stay readable.
+	require.Equal(t, "succeeded", h.wait(h.submit(d.ID, minifluxConfig("keep.example.org", map[string]any{"pollingFrequency": 30})).ID).State)
+	require.Equal(t, http.StatusOK, h.call("GET", "/deployments/"+d.ID+"/backups?app=miniflux", nil, &backups))
+	require.Len(t, backups, 1)
+}
+
+func itoa(i int) string {
+	b, _ := json.Marshal(i)
+	return string(b)
+}
