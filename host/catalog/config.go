@@ -78,7 +78,7 @@ func (c *Catalog) ApplyRenames(raw json.RawMessage) (json.RawMessage, []Unmigrat
 				report = append(report, Unmigrated{App: name, From: r.From, To: r.To, Reason: "the new option's parent is not an object"})
 				continue
 			}
-			pointerDelete(opts, r.From)
+			DeletePointer(opts, r.From)
 		}
 	}
 	out, err := json.Marshal(doc)
@@ -135,8 +135,12 @@ func SetPointer(doc map[string]any, pointer string, v any) bool {
 	return true
 }
 
-func pointerDelete(doc map[string]any, pointer string) {
+// DeletePointer removes the value at a JSON pointer in doc, if it is there.
+func DeletePointer(doc map[string]any, pointer string) {
 	toks := tokens(pointer)
+	if len(toks) == 0 {
+		return
+	}
 	cur := doc
 	for _, t := range toks[:len(toks)-1] {
 		next, ok := cur[t].(map[string]any)

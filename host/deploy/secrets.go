@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/sdk/contract"
 	"github.com/fedhost/fedhost/sdk/resource"
@@ -79,7 +80,7 @@ func (e *Engine) takeOperatorSecrets(ctx context.Context, d store.Deployment, ra
 	}
 	for pointer, f := range fileOf {
 		out[pointer] = res[f]
-		removePointer(doc, pointer)
+		catalog.DeletePointer(doc, pointer)
 	}
 	stored, err := json.Marshal(doc)
 	return stored, out, err
@@ -104,19 +105,6 @@ func collectWriteOnly(sch map[string]any, cfg map[string]any, at string, out map
 			collectWriteOnly(ps, sub, at+"/"+name, out)
 		}
 	}
-}
-
-func removePointer(doc map[string]any, pointer string) {
-	parts := strings.Split(strings.TrimPrefix(pointer, "/"), "/")
-	cur := doc
-	for _, p := range parts[:len(parts)-1] {
-		next, ok := cur[p].(map[string]any)
-		if !ok {
-			return
-		}
-		cur = next
-	}
-	delete(cur, parts[len(parts)-1])
 }
 
 // secretFileName turns an option's pointer into a DNS-safe secret file name.
