@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -132,8 +133,8 @@ func TestServeKilledLeavesNoPlugin(t *testing.T) {
 	cmd := exec.Command(fedhostBin, "serve")
 	cmd.Env = env
 	cmd.Dir = t.TempDir()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	stderr := &lockedBuffer{}
+	cmd.Stderr = stderr
 	require.NoError(t, cmd.Start())
 	listen := ""
 	for _, e := range env {
@@ -141,14 +142,14 @@ func TestServeKilledLeavesNoPlugin(t *testing.T) {
 			listen = v
 		}
 	}
+	// Its own "serving" line, not just an answer on the port: another test binary may
+	// have taken the port between its choice and serve's bind.
 	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + listen + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, 30*time.Second, 50*time.Millisecond, "serve did not come up: %s", &stderr)
+		return strings.Contains(stderr.String(), "serving: address=http://"+listen+" ")
+	}, 30*time.Second, 50*time.Millisecond, "serve did not come up: %s", stderr)
+	resp, err := http.Get("http://" + listen + "/healthz")
+	require.NoError(t, err)
+	resp.Body.Close()
 
 	binary := filepath.Join(dir, "fedhost-resource-echo")
 	require.NotEmpty(t, processesOf(t, binary), "the plugin runs under serve")
@@ -202,4 +203,21 @@ func TestVersion(t *testing.T) {
 	out, _, code := run(t, os.Environ(), "version")
 	require.Equal(t, 0, code)
 	require.Contains(t, out, "plugin protocol 1")
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

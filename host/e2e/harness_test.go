@@ -80,6 +80,8 @@ type host struct {
 	token string
 	// env is added to serve's environment after the defaults, and wins over them.
 	env []string
+	// exited is closed when the running serve process ends.
+	exited chan struct{}
 }
 
 type lockedBuffer struct {
@@ -124,6 +126,23 @@ func startHost(t testing.TB, env ...string) *host {
 
 func (h *host) start() {
 	t := h.t
+	// Another test binary may take the free port between its choice and serve's bind;
+	// then serve exits saying so, and a new port is tried.
+	for attempt := 0; ; attempt++ {
+		if h.run() {
+			break
+		}
+		require.Less(t, attempt, 5, "fedhost serve could not listen:\n%s", h.log)
+		h.addr = "127.0.0.1:" + strconv.Itoa(freePort(t))
+	}
+	if h.token == "" {
+		h.token = h.adminToken()
+	}
+}
+
+// run starts serve and waits for its own "serving" line; false means the port was taken.
+func (h *host) run() bool {
+	t := h.t
 	h.log = &lockedBuffer{}
 	h.cmd = exec.Command(filepath.Join(binDir, "fedhost"), "serve")
 	h.cmd.Env = append(os.Environ(),
@@ -136,17 +155,25 @@ func (h *host) start() {
 	h.cmd.Dir = t.TempDir()
 	h.cmd.Stdout, h.cmd.Stderr = h.log, h.log
 	require.NoError(t, h.cmd.Start())
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + h.addr + "/healthz")
-		if err != nil {
-			return false
+	exited := make(chan struct{})
+	go func() { _ = h.cmd.Wait(); close(exited) }()
+	serving := "serving: address=http://" + h.addr + " "
+	deadline := time.Now().Add(90 * time.Second)
+	for time.Now().Before(deadline) {
+		if strings.Contains(h.log.String(), serving) {
+			h.exited = exited
+			return true
 		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 90*time.Second, 100*time.Millisecond, "fedhost serve did not come up:\n%s", h.log)
-	if h.token == "" {
-		h.token = h.adminToken()
+		select {
+		case <-exited:
+			h.cmd = nil
+			require.Contains(t, h.log.String(), "address already in use", "fedhost serve exited:\n%s", h.log)
+			return false
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
+	t.Fatalf("fedhost serve did not come up:\n%s", h.log)
+	return false
 }
 
 var firstPassword = regexp.MustCompile(`one-time password\s+(\S+)`)
@@ -189,13 +216,11 @@ func (h *host) stop() {
 		return
 	}
 	_ = h.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { _ = h.cmd.Wait(); close(done) }()
 	select {
-	case <-done:
+	case <-h.exited:
 	case <-time.After(60 * time.Second):
 		_ = h.cmd.Process.Kill()
-		<-done
+		<-h.exited
 	}
 	h.logs = append(h.logs, h.log.String())
 	h.cmd = nil
@@ -204,7 +229,7 @@ func (h *host) stop() {
 // kill ends serve with SIGKILL, as a crash would.
 func (h *host) kill() {
 	require.NoError(h.t, h.cmd.Process.Signal(syscall.SIGKILL))
-	_ = h.cmd.Wait()
+	<-h.exited
 	h.logs = append(h.logs, h.log.String())
 	h.cmd = nil
 }
