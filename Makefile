@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/fedhost/fedhost/host/cli.Version=$(VERSION)
 # Every plugin is a main package under plugins/<kind>s/<name>; the binary is fedhost-<kind>-<name>.
 PLUGINS := $(wildcard plugins/resources/*/main.go plugins/registrars/*/main.go plugins/apps/*/main.go)
 
-.PHONY: all build plugins artifacts run test test-short bench proto lint tools clean
+.PHONY: all build plugins artifacts packages run test test-short bench proto lint tools clean
 
 all: build
 
@@ -38,12 +38,16 @@ artifacts:
 	done
 
 # The embedded default: SQLite, River on SQLite, plugins from bin/plugins.
+# The Debian packages fedhost and its tests use (installed when missing, as root).
+packages:
+	@bash .ci/packages
+
 # The binaries were just built from this tree, so they are locked as they are.
-run: build
+run: packages build
 	$(BIN)/fedhost plugins lock
 	$(BIN)/fedhost serve
 
-test: build
+test: packages build
 	$(GO) test -count=1 ./...
 	cd sdk && $(GO) test -count=1 ./...
 	cd examples/hello && $(GO) test -count=1 ./...
