@@ -35,6 +35,16 @@ type Config struct {
 	AuditRetentionDays string
 	// UpdateCheckInterval is how often the update policies are evaluated (a duration).
 	UpdateCheckInterval string
+	// BackupSchedule is when each app's data is backed up (a cron spec, in UTC unless
+	// it starts with CRON_TZ=); BackupKeepWithin how long its backups are kept (restic's
+	// --keep-within). The backups blocks change both per app.
+	BackupSchedule   string
+	BackupKeepWithin string
+	// Backups holds the backups blocks: an app's schedule and retention, by app name.
+	Backups map[string]AppBackups
+	// BuildLogRetentionDays is how many days the logs of finished builds are kept ("0"
+	// keeps all).
+	BuildLogRetentionDays string
 	// Resources lists, per resource type, the provider that answers it.
 	Resources []Resource
 	// Registrars lists the registrar drivers in use.
@@ -46,6 +56,27 @@ type Config struct {
 
 	// sources maps a setting name to where its value came from, for error messages.
 	sources map[string]string
+}
+
+// AppBackups is a backups block: one app's schedule and retention; empty fields take
+// backup_schedule and backup_keep_within.
+type AppBackups struct {
+	Schedule   string
+	KeepWithin string
+}
+
+// BackupPolicy returns the schedule and retention of an app's backups.
+func (c *Config) BackupPolicy(app string) (schedule, keepWithin string) {
+	schedule, keepWithin = c.BackupSchedule, c.BackupKeepWithin
+	if b, ok := c.Backups[app]; ok {
+		if b.Schedule != "" {
+			schedule = b.Schedule
+		}
+		if b.KeepWithin != "" {
+			keepWithin = b.KeepWithin
+		}
+	}
+	return schedule, keepWithin
 }
 
 // Resource is a resource block: which provider plugin answers a resource type.
@@ -121,8 +152,11 @@ func Default() *Config {
 		LogLevel:  "info",
 		LogFormat: "text",
 
-		AuditRetentionDays:  "365",
-		UpdateCheckInterval: "1m",
+		AuditRetentionDays:    "365",
+		UpdateCheckInterval:   "1m",
+		BackupSchedule:        "@daily",
+		BackupKeepWithin:      "30d",
+		BuildLogRetentionDays: "30",
 		Resources: []Resource{
 			{Type: "postgresql", Provider: "postgresql", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
 			{Type: "s3", Provider: "versitygw", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
@@ -215,6 +249,12 @@ func configFile(path string, lookupEnv func(string) (string, bool), flags *pflag
 }
 
 func emptyObject() json.RawMessage { return json.RawMessage(`{}`) }
+
+// BuildLogRetention is BuildLogRetentionDays as a duration; 0 keeps all logs.
+func (c *Config) BuildLogRetention() time.Duration {
+	days, _ := strconv.Atoi(c.BuildLogRetentionDays)
+	return time.Duration(days) * 24 * time.Hour
+}
 
 // AuditRetention is AuditRetentionDays as a duration; 0 keeps all events.
 func (c *Config) AuditRetention() time.Duration {

@@ -24,10 +24,14 @@ var (
 			{Type: "resource", LabelNames: []string{"type"}},
 			{Type: "registrar", LabelNames: []string{"name"}},
 			{Type: "operator_oidc"},
+			{Type: "backups", LabelNames: []string{"app"}},
 		},
 	}
 	resourceSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "provider", Required: true}, {Name: "settings"}, {Name: "limits"}},
+	}
+	backupsSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "schedule"}, {Name: "keep_within"}},
 	}
 	registrarSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "settings"}},
@@ -79,6 +83,7 @@ func (c *Config) applyFile(src []byte, filename string) error {
 	var resources []Resource
 	var registrars []Registrar
 	var operatorOIDC *OperatorOIDC
+	backups := map[string]AppBackups{}
 	seen := map[string]hcl.Range{}
 	for _, b := range content.Blocks {
 		key := strings.Join(append([]string{b.Type}, b.Labels...), " ")
@@ -110,6 +115,18 @@ func (c *Config) applyFile(src []byte, filename string) error {
 			o, d := c.decodeOperatorOIDC(b)
 			diags = append(diags, d...)
 			operatorOIDC = o
+		case "backups":
+			content, d := b.Body.Content(backupsSchema)
+			diags = append(diags, d...)
+			var ab AppBackups
+			prefix := "backups." + b.Labels[0] + "."
+			for name, dst := range map[string]*string{"schedule": &ab.Schedule, "keep_within": &ab.KeepWithin} {
+				if attr := content.Attributes[name]; attr != nil {
+					diags = append(diags, decodeString(attr, dst)...)
+					c.sources[prefix+name] = attr.Range.String()
+				}
+			}
+			backups[b.Labels[0]] = ab
 		}
 	}
 
@@ -121,6 +138,7 @@ func (c *Config) applyFile(src []byte, filename string) error {
 	}
 	c.Registrars = registrars
 	c.OperatorOIDC = operatorOIDC
+	c.Backups = backups
 	return nil
 }
 

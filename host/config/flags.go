@@ -28,6 +28,9 @@ var settings = []setting{
 	{"log_format", "text or json", func(c *Config) *string { return &c.LogFormat }},
 	{"audit_retention_days", "days audit events are kept; 0 keeps all", func(c *Config) *string { return &c.AuditRetentionDays }},
 	{"update_check_interval", "how often update policies are evaluated, a duration such as 1m", func(c *Config) *string { return &c.UpdateCheckInterval }},
+	{"backup_schedule", "when apps are backed up: a cron spec such as @daily or 30 3 * * *", func(c *Config) *string { return &c.BackupSchedule }},
+	{"backup_keep_within", "how long backups are kept, as restic's --keep-within such as 30d", func(c *Config) *string { return &c.BackupKeepWithin }},
+	{"build_log_retention_days", "days the logs of finished builds are kept; 0 keeps all", func(c *Config) *string { return &c.BuildLogRetentionDays }},
 }
 
 func (s setting) flag() string { return strings.ReplaceAll(s.name, "_", "-") }

@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/robfig/cron/v3"
 )
 
 var (
@@ -55,10 +58,46 @@ func (c *Config) validate() error {
 	if days, err := strconv.Atoi(c.AuditRetentionDays); err != nil || days < 0 {
 		bad("audit_retention_days", "%q is not a number of days; use 0 to keep all events, or e.g. 365", c.AuditRetentionDays)
 	}
+	if days, err := strconv.Atoi(c.BuildLogRetentionDays); err != nil || days < 0 {
+		bad("build_log_retention_days", "%q is not a number of days; use 0 to keep all build logs, or e.g. 30", c.BuildLogRetentionDays)
+	}
+	validateBackups("backup_", c.BackupSchedule, c.BackupKeepWithin, bad)
+	apps := make([]string, 0, len(c.Backups))
+	for app := range c.Backups {
+		apps = append(apps, app)
+	}
+	slices.Sort(apps)
+	for _, app := range apps {
+		b := c.Backups[app]
+		validateBackups("backups."+app+".", b.Schedule, b.KeepWithin, bad)
+	}
 	if o := c.OperatorOIDC; o != nil {
 		validateOperatorOIDC(o, bad)
 	}
 	return errors.Join(errs...)
+}
+
+// keepWithin is restic's --keep-within duration: numbers of years, months, days, hours.
+var keepWithin = regexp.MustCompile(`^([0-9]+[ymdh])+$`)
+
+// validateBackups checks a schedule and a retention; empty ones are left to the defaults.
+// prefix names the setting ("backup_" or "backups.<app>.").
+func validateBackups(prefix, schedule, keep string, bad func(name, format string, args ...any)) {
+	scheduleName, keepName := prefix+"schedule", prefix+"keep_within"
+	if schedule != "" {
+		if _, err := cron.ParseStandard(schedule); err != nil {
+			bad(scheduleName, "%q is not a schedule (%v); use five cron fields such as \"30 3 * * *\", or @daily, @hourly, @every 12h", schedule, err)
+		}
+	} else if prefix == "backup_" {
+		bad(scheduleName, "is empty; set when apps are backed up, such as @daily")
+	}
+	if keep != "" {
+		if !keepWithin.MatchString(keep) {
+			bad(keepName, "%q is not a duration restic understands; use numbers with y, m, d or h, such as 30d or 1y6m", keep)
+		}
+	} else if prefix == "backup_" {
+		bad(keepName, "is empty; set how long backups are kept, such as 30d")
+	}
 }
 
 // OIDCCallbackPath is where fedhost answers the OpenID provider; redirect_url must end in it.

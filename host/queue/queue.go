@@ -43,6 +43,11 @@ type Config struct {
 	// Logger receives the queue's and River's logs; slog.Default() if nil.
 	Logger *slog.Logger
 
+	// Periodic is the work run on schedules, by the leader only (see Periodic).
+	Periodic []Periodic
+	// Clock tells the periodic jobs the time; time.Now if nil. Tests inject one.
+	Clock func() time.Time
+
 	// river adjusts River's configuration; tests shorten its intervals.
 	river func(*river.Config)
 }
@@ -89,7 +94,18 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 	if err := river.AddWorkerSafely(workers, &buildWorker{store: st, builder: cfg.Builder, logger: cfg.Logger}); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	periodic, periodicRiver, err := periodicJobs(cfg.Periodic)
+	if err != nil {
+		return nil, err
+	}
+	if err := river.AddWorkerSafely(workers, &periodicWorker{jobs: periodic, clock: cfg.Clock, logger: cfg.Logger}); err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
 	rcfg := &river.Config{
+		PeriodicJobs:         periodicRiver,
 		Logger:               cfg.Logger,
 		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
 		Workers:              workers,
@@ -100,7 +116,6 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 		cfg.river(rcfg)
 	}
 
-	var err error
 	switch {
 	case st.RiverPgx() != nil:
 		q.client, err = river.NewClient(riverpgxv5.New(st.RiverPgx()), rcfg)

@@ -23,6 +23,7 @@ var migrations = []migration{
 	migrate3,
 	migrate4,
 	migrate5,
+	migrate6,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -238,6 +239,27 @@ func migrate5(tx *gorm.DB) error {
 		)`,
 		`ALTER TABLE builds ADD COLUMN catalog_revision text NOT NULL DEFAULT ''`,
 		`ALTER TABLE deployments ADD COLUMN last_auto_revision text NOT NULL DEFAULT ''`,
+	)
+}
+
+// migrate6 records each app's backups (for the schedule, staleness and failures) and
+// indexes what the retention jobs look for.
+func migrate6(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE app_backups (
+			deployment_id text NOT NULL REFERENCES deployments (id),
+			app text NOT NULL,
+			since {ts} NOT NULL,
+			last_attempt_at {ts},
+			last_build_id text NOT NULL DEFAULT '',
+			last_trigger text NOT NULL DEFAULT '',
+			last_success_at {ts},
+			last_snapshot text NOT NULL DEFAULT '',
+			last_error text NOT NULL DEFAULT '',
+			failures integer NOT NULL DEFAULT 0,
+			PRIMARY KEY (deployment_id, app)
+		)`,
+		`CREATE INDEX builds_finished_at ON builds (finished_at)`,
 	)
 }
 

@@ -149,3 +149,32 @@ type CatalogRevision struct {
 	Apps      string
 	CreatedAt time.Time
 }
+
+// Backup triggers: who asked for a backup.
+const (
+	BackupManual    = "manual"    // an operator, through the UI or the API
+	BackupScheduled = "scheduled" // the app's backup schedule
+	BackupUpgrade   = "upgrade"   // the build that upgrades the app, before it changes anything
+)
+
+// AppBackup is where an app's backups in one deployment stand: the schedule starts from
+// it, and staleness and failures are read from it.
+type AppBackup struct {
+	DeploymentID string `gorm:"primaryKey"`
+	App          string `gorm:"primaryKey"`
+	// Since is when the app's data was first seen to need backups: before any good
+	// backup, staleness counts from here.
+	Since time.Time
+	// LastAttemptAt is when the newest backup started, LastBuildID its build and
+	// LastTrigger who asked for it.
+	LastAttemptAt *time.Time
+	LastBuildID   string
+	LastTrigger   string
+	// LastSuccessAt is when the newest good backup finished, LastSnapshot its id.
+	LastSuccessAt *time.Time
+	LastSnapshot  string
+	// LastError is why the newest backup failed; empty once one succeeds again.
+	// Failures counts the failed backups since the last good one.
+	LastError string
+	Failures  int
+}

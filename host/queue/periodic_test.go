@@ -1,0 +1,71 @@
+package queue
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/riverqueue/river"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fedhost/fedhost/host/store"
+)
+
+func TestPeriodicJobRunsOnStartWithTheInjectedClock(t *testing.T) {
+	drivers(t, func(t *testing.T, st *store.Store) {
+		at := time.Date(2026, 3, 1, 4, 30, 0, 0, time.UTC)
+		seen := make(chan time.Time, 16)
+		var failures atomic.Int64
+		q, err := New(st, Config{
+			Builder: BuilderFunc(func(context.Context, string, func(string, string)) error { return nil }),
+			Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+			Clock:   func() time.Time { return at },
+			Periodic: []Periodic{
+				{ID: "tick", Schedule: "@every 1s", Run: func(_ context.Context, now time.Time) error { seen <- now; return nil }},
+				{ID: "fails", Schedule: "@daily", Run: func(context.Context, time.Time) error {
+					failures.Add(1)
+					return errors.New("no")
+				}},
+			},
+			river: func(c *river.Config) {
+				c.FetchCooldown = 5 * time.Millisecond
+				c.FetchPollInterval = 20 * time.Millisecond
+				c.TestOnly = true
+			},
+		})
+		require.NoError(t, err)
+		require.NoError(t, q.Start(context.Background()))
+		t.Cleanup(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+			defer cancel()
+			require.NoError(t, q.Stop(ctx))
+		})
+		// The elected leader inserts the job at once (RunOnStart), then every second.
+		for range 2 {
+			select {
+			case now := <-seen:
+				require.Equal(t, at, now, "the job is told the injected clock's time")
+			case <-time.After(waitFor):
+				t.Fatal("the periodic job did not run")
+			}
+		}
+		// A failing run is not retried: the next one is due on its schedule (@daily).
+		time.Sleep(time.Second)
+		require.EqualValues(t, 1, failures.Load())
+	})
+}
+
+func TestPeriodicJobScheduleIsChecked(t *testing.T) {
+	st, err := store.Open(context.Background(), store.Config{Database: "sqlite", DataDir: t.TempDir()})
+	require.NoError(t, err)
+	defer st.Close()
+	_, err = New(st, Config{
+		Builder:  BuilderFunc(func(context.Context, string, func(string, string)) error { return nil }),
+		Periodic: []Periodic{{ID: "tick", Schedule: "every minute", Run: func(context.Context, time.Time) error { return nil }}},
+	})
+	require.ErrorContains(t, err, `periodic job tick: schedule "every minute"`)
+}
