@@ -1,5 +1,4 @@
-// Package scheduler decides when fedhost updates a deployment, and runs the
-// schedules that ask it (issue 6).
+// Package scheduler decides when fedhost updates a deployment.
 //
 // The core is pure and takes the time as an argument:
 //
@@ -12,10 +11,10 @@
 //     catalog revision is submitted at most once per deployment, and a window is
 //     read in the deployment's own time zone, across midnight and DST changes.
 //
-// Scheduler holds the robfig/cron schedules (ticks, backups, retention sweeps). The
-// cron fires by the real clock; a job receives the injected Clock's time, so tests
-// decide what a tick sees. The host turns due decisions into River jobs; in a
-// cluster only the leader starts a Scheduler.
+// What runs the decisions is the host's: host/queue runs the scheduler's tick and the
+// retention job as River periodic jobs on robfig/cron schedules, queued by River's
+// elected leader only, so in a cluster one host schedules; host/deploy turns due
+// decisions into builds (updates, backups).
 //
 // This package does not import host/: host/deploy converts its UpdatePolicy to a
 // Policy (same fields) and may call CheckStep without an import cycle.

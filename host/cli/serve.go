@@ -20,7 +20,6 @@ import (
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
-	"github.com/fedhost/fedhost/scheduler"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/ui"
 )
@@ -73,13 +72,25 @@ func (e *env) serve(ctx context.Context) error {
 		return err
 	}
 	trail := audit.New(st, audit.Options{})
-	engine := deploy.New(deploy.Options{Store: st, Plugins: manager, Catalog: cat, Environment: cfg.Resources, Logger: log.Named("deploy"), Audit: trail})
+	engine := deploy.New(deploy.Options{
+		Store: st, Plugins: manager, Catalog: cat, Environment: cfg.Resources, Logger: log.Named("deploy"), Audit: trail,
+		BackupPolicy:      backupPolicy(cfg),
+		BuildLogRetention: cfg.BuildLogRetention(),
+		AuditRetention:    cfg.AuditRetention(),
+	})
 	revision, err := engine.RecordRevision(ctx)
 	if err != nil {
 		return err
 	}
 	log.Info("catalog revision", "revision", revision)
-	q, err := queue.New(st, queue.Config{Builder: engine, Logger: slogFrom(log.Named("queue"))})
+	// The scheduler: River's elected leader queues these, so in a cluster one host
+	// schedules. What is due is read from the database at each run, so schedules
+	// survive restarts, and a run missed while no host ran happens at the next start.
+	periodic := []queue.Periodic{
+		{ID: "scheduler-tick", Schedule: "@every " + cfg.UpdateCheckInterval, Run: engine.Tick},
+		{ID: "retention", Schedule: "@hourly", Run: engine.RunRetention},
+	}
+	q, err := queue.New(st, queue.Config{Builder: engine, Logger: slogFrom(log.Named("queue")), Periodic: periodic})
 	if err != nil {
 		return err
 	}
@@ -117,19 +128,7 @@ func (e *env) serve(ctx context.Context) error {
 		// Printed once, to the terminal only: never to the log.
 		fmt.Fprintf(e.stdout, "\nfirst start: created the superuser \"admin\" with the one-time password\n\n    %s\n\nsign in and change it; it is not shown again.\n\n", password)
 	}
-	go keepAudit(ctx, trail, cfg.AuditRetention(), log.Named("audit"))
-
-	// One host schedules: cluster mode, where a leader is elected, is a later issue.
-	updates := scheduler.New()
-	if err := updates.Schedule("@every "+cfg.UpdateCheckInterval, func(now time.Time) {
-		if _, err := engine.RunUpdates(ctx, now); err != nil {
-			log.Error("checking for updates", "error", err)
-		}
-	}); err != nil {
-		return fmt.Errorf("update_check_interval: %w", err)
-	}
-	updates.Start()
-	defer func() { _ = updates.Stop(context.Background()) }()
+	go keepAudit(ctx, trail, log.Named("audit"))
 	defer func() {
 		if err := trail.Flush(context.Background()); err != nil {
 			log.Error("writing the last audit counts", "error", err)
@@ -175,24 +174,11 @@ func newOperatorOIDC(ctx context.Context, o *config.OperatorOIDC, accounts *auth
 	return oidc, nil
 }
 
-// keepAudit writes the counts of rate-limited refusals as their windows end, and prunes
-// events older than the retention once a day (0 keeps all).
-func keepAudit(ctx context.Context, trail *audit.Log, retention time.Duration, log hclog.Logger) {
+// keepAudit writes the counts of rate-limited refusals as their windows end. (Pruning
+// old events is the retention job's.)
+func keepAudit(ctx context.Context, trail *audit.Log, log hclog.Logger) {
 	sweep := time.NewTicker(30 * time.Second)
 	defer sweep.Stop()
-	prune := time.NewTicker(24 * time.Hour)
-	defer prune.Stop()
-	pruneNow := func() {
-		if retention == 0 {
-			return
-		}
-		if n, err := trail.PruneRetention(ctx, retention); err != nil {
-			log.Error("pruning the audit trail", "error", err)
-		} else if n > 0 {
-			log.Info("pruned the audit trail", "events", n)
-		}
-	}
-	pruneNow()
 	for {
 		select {
 		case <-ctx.Done():
@@ -201,9 +187,20 @@ func keepAudit(ctx context.Context, trail *audit.Log, retention time.Duration, l
 			if err := trail.Sweep(ctx); err != nil {
 				log.Error("writing audit counts", "error", err)
 			}
-		case <-prune.C:
-			pruneNow()
 		}
+	}
+}
+
+// backupPolicy gives the engine each app's backup schedule and retention from the
+// configuration (validated at load).
+func backupPolicy(cfg *config.Config) func(app string) deploy.BackupPolicy {
+	return func(app string) deploy.BackupPolicy {
+		schedule, keep := cfg.BackupPolicy(app)
+		d, err := config.KeepWithin(keep)
+		if err != nil {
+			d = deploy.DefaultBackupPolicy.KeepWithin
+		}
+		return deploy.BackupPolicy{Schedule: schedule, KeepWithin: d}
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
@@ -473,4 +474,45 @@ func TestExampleFile(t *testing.T) {
 	require.Equal(t, "redis", redis.Provider)
 	require.Len(t, got.Registrars, 1)
 	require.Equal(t, "porkbun", got.Registrars[0].Name)
+}
+
+func TestBackupsBlocks(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "fedhost.hcl")
+	require.NoError(t, os.WriteFile(path, []byte(`
+backup_keep_within = "2w"
+backups "miniflux" {
+  schedule    = "30 3 * * *"
+  keep_within = "90d"
+}
+backups "peertube" {
+  keep_within = "7d"
+}
+`), 0o600))
+	c, err := config.Load(path, nil, nil)
+	require.NoError(t, err)
+	s, k := c.BackupPolicy("miniflux")
+	require.Equal(t, "30 3 * * *", s)
+	require.Equal(t, "90d", k)
+	s, k = c.BackupPolicy("peertube")
+	require.Equal(t, "@daily", s, "an app without its own schedule takes backup_schedule")
+	require.Equal(t, "7d", k)
+	s, k = c.BackupPolicy("pixelfed")
+	require.Equal(t, "@daily", s)
+	require.Equal(t, "2w", k)
+	d, err := config.KeepWithin("1w12h")
+	require.NoError(t, err)
+	require.Equal(t, 7*24*time.Hour+12*time.Hour, d)
+
+	require.NoError(t, os.WriteFile(path, []byte(`
+backups "miniflux" {
+  schedule    = "every day"
+  keep_within = "1y"
+}
+`), 0o600))
+	_, err = config.Load(path, nil, nil)
+	require.ErrorContains(t, err, "backups.miniflux.schedule")
+	require.ErrorContains(t, err, "fedhost.hcl:3")
+	require.ErrorContains(t, err, "backups.miniflux.keep_within")
+	require.ErrorContains(t, err, `"1y" is not a retention`)
 }

@@ -77,8 +77,30 @@ func (c *Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// keepWithin is restic's --keep-within duration: numbers of years, months, days, hours.
-var keepWithin = regexp.MustCompile(`^([0-9]+[ymdh])+$`)
+// keepWithin is a retention: numbers of weeks, days and hours, such as 30d or 1w12h.
+var keepWithin = regexp.MustCompile(`^([0-9]+[wdh])+$`)
+
+// KeepWithin parses a retention such as 30d (w, d and h are weeks, days and hours).
+func KeepWithin(s string) (time.Duration, error) {
+	if !keepWithin.MatchString(s) {
+		return 0, fmt.Errorf("%q is not a retention; use numbers with w, d or h, such as 30d or 1w12h", s)
+	}
+	var total time.Duration
+	n := 0
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			n = n*10 + int(r-'0')
+			continue
+		}
+		unit := map[rune]time.Duration{'w': 7 * 24 * time.Hour, 'd': 24 * time.Hour, 'h': time.Hour}[r]
+		total += time.Duration(n) * unit
+		n = 0
+	}
+	if total < time.Hour {
+		return 0, fmt.Errorf("%q keeps nothing; keep backups at least an hour, such as 30d", s)
+	}
+	return total, nil
+}
 
 // validateBackups checks a schedule and a retention; empty ones are left to the defaults.
 // prefix names the setting ("backup_" or "backups.<app>.").
@@ -92,8 +114,8 @@ func validateBackups(prefix, schedule, keep string, bad func(name, format string
 		bad(scheduleName, "is empty; set when apps are backed up, such as @daily")
 	}
 	if keep != "" {
-		if !keepWithin.MatchString(keep) {
-			bad(keepName, "%q is not a duration restic understands; use numbers with y, m, d or h, such as 30d or 1y6m", keep)
+		if _, err := KeepWithin(keep); err != nil {
+			bad(keepName, "%v", err)
 		}
 	} else if prefix == "backup_" {
 		bad(keepName, "is empty; set how long backups are kept, such as 30d")

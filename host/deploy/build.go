@@ -3,6 +3,7 @@ package deploy
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -24,6 +25,11 @@ type run struct {
 }
 
 func (r *run) event(level, stepName string, progress int, format string, args ...any) {
+	if r.build.ID == "" {
+		// Work outside a build (the retention job) logs instead.
+		r.e.log.Info(fmt.Sprintf(format, args...), "deployment", r.d.ID, "step", stepName)
+		return
+	}
 	ev := store.BuildEvent{BuildID: r.build.ID, Step: stepName, Level: level, Message: fmt.Sprintf(format, args...), Progress: progress}
 	if _, err := r.e.opts.Store.AppendBuildEvent(context.Background(), ev); err != nil {
 		r.e.log.Error("recording a build event", "build_id", r.build.ID, "error", err)
@@ -64,7 +70,12 @@ func (e *Engine) Build(ctx context.Context, buildID string, _ func(step, message
 		}
 		return err
 	}
-	if err != nil {
+	var rolledBack *RolledBackError
+	if errors.As(err, &rolledBack) {
+		// The old version runs again on its own data: the deployment is as before.
+		columns["state"] = StateActive
+		r.event(store.LevelError, "verdict", 100, "%v", err)
+	} else if err != nil {
 		columns["state"] = StateFailed
 		r.event(store.LevelError, "verdict", 100, "%v", err)
 	} else if r.revision != "" {
@@ -116,7 +127,8 @@ func (r *run) deploy(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	if err := r.e.checkGuards(ctx, r.d, cfg, versions); err != nil {
+	changes, err := r.e.checkGuards(ctx, r.d, cfg, versions)
+	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
 	plans, err := r.e.plan(ctx, r.d, cfg, options, existing, versions)
@@ -130,6 +142,24 @@ func (r *run) deploy(ctx context.Context) error {
 	}
 	r.event(store.LevelInfo, "plan", 5, "%d apps, %d resources and their nodes checked with their providers", len(plans), total-len(plans))
 
+	// An app with data is stopped and backed up before it moves to another version; if
+	// the build fails then, its data and old version come back.
+	upgrades, err := r.prepareUpgrades(ctx, changes)
+	if err != nil {
+		return err
+	}
+	if err := r.apply(ctx, cfg, plans, total); err != nil {
+		if len(upgrades) > 0 {
+			return r.rollback(ctx, upgrades, err)
+		}
+		return err
+	}
+	r.event(store.LevelInfo, "verdict", 100, "all nodes are healthy")
+	return nil
+}
+
+// apply provisions the plans in order, then removes what they no longer ask for.
+func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, total int) error {
 	done := 0
 	progress := func() int { return 5 + 85*done/max(total, 1) }
 	keep := map[string]bool{}
@@ -162,11 +192,7 @@ func (r *run) deploy(ctx context.Context) error {
 		}
 		done++
 	}
-	if err := r.removeUnplanned(ctx, cfg, keep); err != nil {
-		return err
-	}
-	r.event(store.LevelInfo, "verdict", 100, "all nodes are healthy")
-	return nil
+	return r.removeUnplanned(ctx, cfg, keep)
 }
 
 func addresses(ir contract.InstanceResult) string {

@@ -45,6 +45,15 @@ type Options struct {
 	BackupGrace time.Duration
 	// Audit records what the engine does on its own (automatic updates).
 	Audit *audit.Log
+	// BackupPolicy gives an app's backup schedule and retention (DefaultBackupPolicy
+	// when nil).
+	BackupPolicy func(app string) BackupPolicy
+	// BuildLogRetention is how long the logs of finished builds are kept; 0 keeps them.
+	BuildLogRetention time.Duration
+	// AuditRetention is how long audit events are kept; 0 keeps them.
+	AuditRetention time.Duration
+	// Clock tells the engine the time (time.Now when nil); tests inject one.
+	Clock func() time.Time
 }
 
 // Engine runs submits and builds.
@@ -66,7 +75,10 @@ func New(opts Options) *Engine {
 	if opts.BackupGrace <= 0 {
 		opts.BackupGrace = 30 * 24 * time.Hour
 	}
-	return &Engine{opts: opts, log: opts.Logger, now: time.Now}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	return &Engine{opts: opts, log: opts.Logger, now: opts.Clock}
 }
 
 // SetQueue connects the queue that runs the engine's builds (the queue needs the engine

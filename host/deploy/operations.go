@@ -21,14 +21,23 @@ type Operation struct {
 	App string `json:"app"`
 	// Snapshot is the backup a restore brings back.
 	Snapshot string `json:"snapshot,omitempty"`
+	// Trigger says who asked for a backup: store.BackupManual, BackupScheduled or
+	// BackupUpgrade. Operate sets it; a caller's value is not taken.
+	Trigger string `json:"trigger,omitempty"`
 }
 
-// Operate queues an operation of an app (backup or restore) as a build of the deployment.
+// Operate queues an operation of an app (backup or restore) as a build of the deployment,
+// asked for by a person.
 func (e *Engine) Operate(ctx context.Context, id, name string, op Operation) (store.Build, error) {
 	d, err := e.Deployment(ctx, id)
 	if err != nil {
 		return store.Build{}, err
 	}
+	op.Trigger = store.BackupManual
+	return e.operate(ctx, d, name, op)
+}
+
+func (e *Engine) operate(ctx context.Context, d store.Deployment, name string, op Operation) (store.Build, error) {
 	if name != store.OperationBackup && name != store.OperationRestore {
 		return store.Build{}, refuse(CodeNotFound, "/name", "no operation %q: the operations are backup and restore", name)
 	}
@@ -71,19 +80,22 @@ func (r *run) operate(ctx context.Context, name string) error {
 	if err := json.Unmarshal([]byte(r.build.Config), &op); err != nil {
 		return fmt.Errorf("operation: %w", err)
 	}
-	t, db, err := r.target(ctx, op.App, name == store.OperationBackup)
-	if err != nil {
-		return err
-	}
 	switch name {
 	case store.OperationBackup:
-		r.event(store.LevelInfo, "backup", 10, "dumping %s into the backups bucket", db.Database)
-		s, err := backup.Backup(ctx, t, db, nil, map[string]string{"deployment": r.d.Namespace, "app": op.App})
-		if err != nil {
-			return fmt.Errorf("backup of %s: %w", op.App, err)
+		if op.Trigger == "" {
+			op.Trigger = store.BackupManual
 		}
+		s, t, err := r.backup(ctx, op.App, op.Trigger, nil)
+		if err != nil {
+			return err
+		}
+		r.forget(ctx, op.App, t)
 		r.event(store.LevelInfo, "verdict", 100, "backup %s of %s taken", s.ID, op.App)
 	case store.OperationRestore:
+		t, db, err := r.target(ctx, op.App, false)
+		if err != nil {
+			return err
+		}
 		r.event(store.LevelInfo, "restore", 10, "restoring backup %s of %s into %s", op.Snapshot, op.App, db.Database)
 		if err := backup.Restore(ctx, t, op.Snapshot, db, ""); err != nil {
 			return fmt.Errorf("restore of %s: %w", op.App, err)
@@ -91,6 +103,54 @@ func (r *run) operate(ctx context.Context, name string) error {
 		r.event(store.LevelInfo, "verdict", 100, "backup %s of %s restored", op.Snapshot, op.App)
 	}
 	return nil
+}
+
+// backup dumps an app's database and records the attempt and its outcome, whatever
+// fails, so that the schedule counts from it and a failure shows. extraTags are added to
+// the snapshot's tags.
+func (r *run) backup(ctx context.Context, app, trigger string, extraTags map[string]string) (backup.Snapshot, backup.Target, error) {
+	st := r.e.opts.Store
+	bg := context.WithoutCancel(ctx)
+	if err := st.BackupStarted(bg, r.d.ID, app, r.build.ID, trigger, r.e.now()); err != nil {
+		return backup.Snapshot{}, backup.Target{}, err
+	}
+	s, t, err := r.dump(ctx, app, trigger, extraTags)
+	reason := ""
+	if err != nil {
+		reason = err.Error()
+	}
+	if rerr := st.BackupFinished(bg, r.d.ID, app, s.ID, reason, r.e.now()); rerr != nil {
+		r.e.log.Error("recording the end of a backup", "deployment", r.d.ID, "app", app, "error", rerr)
+	}
+	return s, t, err
+}
+
+func (r *run) dump(ctx context.Context, app, trigger string, extraTags map[string]string) (backup.Snapshot, backup.Target, error) {
+	t, db, err := r.target(ctx, app, true)
+	if err != nil {
+		return backup.Snapshot{}, t, fmt.Errorf("backup of %s: %w", app, err)
+	}
+	r.event(store.LevelInfo, "backup", 10, "dumping %s into the backups bucket (%s backup)", db.Database, trigger)
+	tags := backupTags(r.d, app, trigger)
+	for k, v := range extraTags {
+		tags[k] = v
+	}
+	s, err := backup.Backup(ctx, t, db, nil, tags)
+	if err != nil {
+		return s, t, fmt.Errorf("backup of %s: %w", app, err)
+	}
+	return s, t, nil
+}
+
+// forget removes the app's backups older than its retention; a failure is a warning of
+// the build, not its verdict: the backup itself is good.
+func (r *run) forget(ctx context.Context, app string, t backup.Target) {
+	p, _, _ := r.e.backupPolicy(app)
+	if err := backup.Forget(ctx, t, p.KeepWithin); err != nil {
+		r.event(store.LevelWarn, "retention", 95, "old backups of %s not removed: %v", app, err)
+		return
+	}
+	r.event(store.LevelInfo, "retention", 95, "backups of %s older than %s before the newest are removed", app, p.KeepWithin)
 }
 
 // target finds an app's database and backups bucket and the repository's password,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sort"
 
 	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/store"
@@ -55,34 +56,48 @@ func (e *Engine) appAt(name string, versions map[string]string) (*catalog.App, e
 	return a, nil
 }
 
+// versionChange is an enabled app that a build moves to another version.
+type versionChange struct {
+	App, From, To string
+}
+
 // checkGuards refuses, before anything changes, an update of an enabled app that its new
-// version's guard does not accept (a step too large, a downgrade).
-func (e *Engine) checkGuards(ctx context.Context, d store.Deployment, cfg catalog.Config, to map[string]string) error {
+// version's guard does not accept (a step too large, a downgrade). It returns the apps
+// whose version changes, by name.
+func (e *Engine) checkGuards(ctx context.Context, d store.Deployment, cfg catalog.Config, to map[string]string) ([]versionChange, error) {
 	if d.CatalogRevision == "" {
-		return nil
+		return nil, nil
 	}
 	_, from, err := e.revisionOf(ctx, d.CatalogRevision)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	for name, a := range cfg.Apps {
+	names := make([]string, 0, len(cfg.Apps))
+	for name := range cfg.Apps {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var changes []versionChange
+	for _, name := range names {
+		a := cfg.Apps[name]
 		if !a.Enable || from[name] == "" || to[name] == "" || from[name] == to[name] {
 			continue
 		}
 		app, err := e.appAt(name, to)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		c, err := app.Plugin.Client()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		guard, err := c.App().VersionGuard(ctx)
 		if sdk.CodeOf(err) == sdk.CodeUnsupported {
+			changes = append(changes, versionChange{App: name, From: from[name], To: to[name]})
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("app %s: version guard: %w", name, err)
+			return nil, fmt.Errorf("app %s: version guard: %w", name, err)
 		}
 		// The guard speaks of the app's versions, which a plugin's own version may not be.
 		fromVersion := from[name]
@@ -95,11 +110,12 @@ func (e *Engine) checkGuards(ctx context.Context, d store.Deployment, cfg catalo
 		}
 		verdict, err := scheduler.CheckStep(guard, fromVersion, guard.Version)
 		if err != nil {
-			return fmt.Errorf("app %s: %w", name, err)
+			return nil, fmt.Errorf("app %s: %w", name, err)
 		}
 		if verdict.Warning != "" {
 			e.log.Warn("update with a warning", "app", name, "warning", verdict.Warning)
 		}
+		changes = append(changes, versionChange{App: name, From: fromVersion, To: guard.Version})
 	}
-	return nil
+	return changes, nil
 }

@@ -40,9 +40,14 @@ func (e *Engine) RunUpdates(ctx context.Context, now time.Time) ([]scheduler.Dec
 		})
 	}
 	decisions := scheduler.Tick(now, candidates)
+	busy, err := e.opts.Store.BusyDeployments(ctx)
+	if err != nil {
+		return decisions, err
+	}
 	actx := audit.WithActor(ctx, audit.Actor{ID: "scheduler", Issuer: audit.IssuerScheduler})
 	for _, dec := range decisions {
-		if !dec.Due {
+		if !dec.Due || busy[dec.ID] {
+			// A deployment with a build queued or running is due again at the next tick.
 			continue
 		}
 		d := byID[dec.ID]

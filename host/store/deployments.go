@@ -168,6 +168,20 @@ func (s *Store) CountUnfinishedBuilds(ctx context.Context) (int64, error) {
 	return n, err
 }
 
+// BusyDeployments returns the deployments with a queued or running build.
+func (s *Store) BusyDeployments(ctx context.Context) (map[string]bool, error) {
+	var ids []string
+	err := s.db.WithContext(ctx).Model(&Build{}).Where("state IN ?", []BuildState{BuildQueued, BuildRunning}).Distinct().Pluck("deployment_id", &ids).Error
+	if err != nil {
+		return nil, fmt.Errorf("reading the running builds: %w", err)
+	}
+	out := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		out[id] = true
+	}
+	return out, nil
+}
+
 // FailBuilds marks the given unfinished builds failed with reason.
 func (s *Store) FailBuilds(ctx context.Context, ids []string, reason string) error {
 	if len(ids) == 0 {
@@ -199,6 +213,16 @@ func (s *Store) PutResource(ctx context.Context, r Resource) error {
 // DeleteResource forgets a resource.
 func (s *Store) DeleteResource(ctx context.Context, deploymentID, name string) error {
 	return s.db.WithContext(ctx).Where("deployment_id = ? AND name = ?", deploymentID, name).Delete(&Resource{}).Error
+}
+
+// ResourcesOfTypes returns the resources of the given types of every deployment, by
+// deployment and name.
+func (s *Store) ResourcesOfTypes(ctx context.Context, types ...string) ([]Resource, error) {
+	var out []Resource
+	if err := s.db.WithContext(ctx).Where("type IN ?", types).Order("deployment_id, name").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("reading resources: %w", err)
+	}
+	return out, nil
 }
 
 // ExpiredRetained returns retained resources whose grace period ended before t.

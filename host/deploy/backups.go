@@ -1,0 +1,304 @@
+package deploy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/robfig/cron/v3"
+
+	"github.com/fedhost/fedhost/host/audit"
+	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/sdk/contract"
+)
+
+// StaleAfter is how old an app's last good backup may be before the app shows as stale:
+// a day's schedule and half a day for a run that failed or ran late.
+const StaleAfter = 36 * time.Hour
+
+// BackupPolicy is when an app's data is backed up and how long its backups are kept.
+type BackupPolicy struct {
+	// Schedule is a cron spec (five fields, or @daily, @every 12h; CRON_TZ= for a zone).
+	Schedule string
+	// KeepWithin is how long backups are kept, counted back from the newest one.
+	KeepWithin time.Duration
+}
+
+// DefaultBackupPolicy backs up daily and keeps 30 days.
+var DefaultBackupPolicy = BackupPolicy{Schedule: "@daily", KeepWithin: 30 * 24 * time.Hour}
+
+// BackupStatus is where an app's backups in a deployment stand.
+type BackupStatus struct {
+	App string `json:"app"`
+	// Schedule and KeepWithin are the app's backup policy; KeepWithin in hours.
+	Schedule        string `json:"schedule"`
+	KeepWithinHours int    `json:"keep_within_hours"`
+	// NextAt is when the schedule next takes a backup (the next tick at or after it).
+	NextAt        *time.Time `json:"next_at,omitempty"`
+	LastAttemptAt *time.Time `json:"last_attempt_at,omitempty"`
+	LastTrigger   string     `json:"last_trigger,omitempty"`
+	LastBuildID   string     `json:"last_build_id,omitempty"`
+	LastSuccessAt *time.Time `json:"last_success_at,omitempty"`
+	LastSnapshot  string     `json:"last_snapshot,omitempty"`
+	// LastError is why the newest backup failed; Failures counts the failures since the
+	// last good backup.
+	LastError string `json:"last_error,omitempty"`
+	Failures  int    `json:"failures"`
+	// Stale is set when the last good backup (or, before any, the start of the app's
+	// backups) is older than StaleAfter while the deployment is active.
+	Stale bool `json:"stale"`
+}
+
+// backupPolicy returns an app's policy and its parsed schedule.
+func (e *Engine) backupPolicy(app string) (BackupPolicy, cron.Schedule, error) {
+	p := DefaultBackupPolicy
+	if e.opts.BackupPolicy != nil {
+		p = e.opts.BackupPolicy(app)
+	}
+	s, err := cron.ParseStandard(p.Schedule)
+	if err != nil {
+		return p, nil, fmt.Errorf("backup schedule of %s: %q: %w", app, p.Schedule, err)
+	}
+	return p, s, nil
+}
+
+// backupApps returns the apps of rows with data to back up: a database and a backups
+// bucket, both in use.
+func backupApps(rows []store.Resource) []string {
+	db, bucket := map[string]bool{}, map[string]bool{}
+	for _, r := range rows {
+		if r.State != store.ResourceProvisioned && r.State != store.ResourceKept {
+			continue
+		}
+		switch {
+		case r.Type == contract.PostgreSQL:
+			db[r.App] = true
+		case r.Type == contract.S3 && backupOnly(r.Spec):
+			bucket[r.App] = true
+		}
+	}
+	var out []string
+	for app := range db {
+		if bucket[app] {
+			out = append(out, app)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// BackupStatuses returns where the backups of each app of a deployment with data stand.
+func (e *Engine) BackupStatuses(ctx context.Context, d store.Deployment) ([]BackupStatus, error) {
+	rows, err := e.opts.Store.Resources(ctx, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	records, err := e.opts.Store.AppBackups(ctx, d.ID)
+	if err != nil {
+		return nil, err
+	}
+	byApp := map[string]store.AppBackup{}
+	for _, r := range records {
+		byApp[r.App] = r
+	}
+	now := e.now().UTC()
+	out := []BackupStatus{}
+	for _, app := range backupApps(rows) {
+		p, schedule, err := e.backupPolicy(app)
+		if err != nil {
+			return nil, err
+		}
+		s := BackupStatus{App: app, Schedule: p.Schedule, KeepWithinHours: int(p.KeepWithin / time.Hour)}
+		rec, ok := byApp[app]
+		if ok {
+			s.LastAttemptAt, s.LastTrigger, s.LastBuildID = rec.LastAttemptAt, rec.LastTrigger, rec.LastBuildID
+			s.LastSuccessAt, s.LastSnapshot = rec.LastSuccessAt, rec.LastSnapshot
+			s.LastError, s.Failures = rec.LastError, rec.Failures
+			next := schedule.Next(scheduleBase(rec)).UTC()
+			s.NextAt = &next
+			s.Stale = d.State == StateActive && stale(rec, now)
+		} else if d.State == StateActive {
+			next := schedule.Next(now).UTC()
+			s.NextAt = &next
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// scheduleBase is the time an app's schedule counts from: its last backup, or when its
+// backups started.
+func scheduleBase(rec store.AppBackup) time.Time {
+	if rec.LastAttemptAt != nil && rec.LastAttemptAt.After(rec.Since) {
+		return *rec.LastAttemptAt
+	}
+	return rec.Since
+}
+
+func stale(rec store.AppBackup, now time.Time) bool {
+	good := rec.Since
+	if rec.LastSuccessAt != nil {
+		good = *rec.LastSuccessAt
+	}
+	return now.Sub(good) > StaleAfter
+}
+
+// RunBackups queues the backups that are due at now: each app with data in an active
+// deployment whose schedule fired since its last backup, or since its backups started.
+// What is due is read from the database, so a backup missed while no fedhost ran is
+// taken at the next tick. A deployment runs one build at a time: one backup is queued
+// per deployment and tick, and one that cannot be queued now is tried at the next tick.
+// It returns the builds it queued.
+func (e *Engine) RunBackups(ctx context.Context, now time.Time) ([]store.Build, error) {
+	now = now.UTC()
+	ds, err := e.opts.Store.ListDeployments(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	rows, err := e.opts.Store.ResourcesOfTypes(ctx, contract.PostgreSQL, contract.S3)
+	if err != nil {
+		return nil, err
+	}
+	byDeployment := map[string][]store.Resource{}
+	for _, r := range rows {
+		byDeployment[r.DeploymentID] = append(byDeployment[r.DeploymentID], r)
+	}
+	records, err := e.opts.Store.AppBackups(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	recs := map[[2]string]store.AppBackup{}
+	for _, r := range records {
+		recs[[2]string{r.DeploymentID, r.App}] = r
+	}
+	busy, err := e.opts.Store.BusyDeployments(ctx)
+	if err != nil {
+		return nil, err
+	}
+	actx := audit.WithActor(ctx, audit.Actor{ID: "scheduler", Issuer: audit.IssuerScheduler})
+	var queued []store.Build
+	var errs []error
+	for _, d := range ds {
+		if d.State != StateActive {
+			continue
+		}
+		for _, app := range backupApps(byDeployment[d.ID]) {
+			rec, ok := recs[[2]string{d.ID, app}]
+			if !ok {
+				// First seen: the schedule starts now.
+				if err := e.opts.Store.EnsureAppBackup(ctx, d.ID, app, now); err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
+			_, schedule, err := e.backupPolicy(app)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if schedule.Next(scheduleBase(rec)).After(now) {
+				continue
+			}
+			if busy[d.ID] {
+				// Due, but a build of the deployment runs: the next tick after it.
+				break
+			}
+			b, err := e.operate(actx, d, store.OperationBackup, Operation{App: app, Trigger: store.BackupScheduled})
+			ev := audit.Event{Action: "scheduled_backup", DeploymentID: d.ID, Result: audit.ResultOK, Reason: app}
+			if err != nil {
+				ev.Result, ev.Reason = audit.ResultError, app+" not queued: "+errorCode(err)
+				e.log.Warn("scheduled backup not queued", "deployment", d.ID, "app", app, "error", err)
+			} else {
+				ev.BuildID = b.ID
+				queued = append(queued, b)
+				e.log.Info("scheduled backup queued", "deployment", d.ID, "app", app, "build", b.ID)
+			}
+			if e.opts.Audit != nil {
+				if err := e.opts.Audit.Record(actx, ev); err != nil {
+					e.log.Error("recording a scheduled backup", "error", err)
+				}
+			}
+			break // one build per deployment at a time; the next app at the next tick
+		}
+	}
+	return queued, errors.Join(errs...)
+}
+
+// Tick is the scheduler's periodic work: due updates, then due backups.
+func (e *Engine) Tick(ctx context.Context, now time.Time) error {
+	_, uerr := e.RunUpdates(ctx, now)
+	_, berr := e.RunBackups(ctx, now)
+	return errors.Join(uerr, berr)
+}
+
+// RunRetention deletes what is kept only for a time: the logs of builds finished longer
+// ago than the build log retention, the backups buckets (and their repository password)
+// kept after a destroy once their grace period ended, and audit events older than the
+// audit retention. Each part runs even when another fails.
+func (e *Engine) RunRetention(ctx context.Context, now time.Time) error {
+	var errs []error
+	if e.opts.BuildLogRetention > 0 {
+		n, err := e.opts.Store.PruneBuildLogs(ctx, now.Add(-e.opts.BuildLogRetention))
+		if err != nil {
+			errs = append(errs, err)
+		} else if n > 0 {
+			e.log.Info("pruned build logs", "events", n, "older_than", now.Add(-e.opts.BuildLogRetention).Format(time.RFC3339))
+		}
+	}
+	expired, err := e.opts.Store.ExpiredRetained(ctx, now)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	byDeployment := map[string][]store.Resource{}
+	for _, r := range expired {
+		byDeployment[r.DeploymentID] = append(byDeployment[r.DeploymentID], r)
+	}
+	actx := audit.WithActor(ctx, audit.Actor{ID: "scheduler", Issuer: audit.IssuerScheduler})
+	for id, rows := range byDeployment {
+		d, err := e.opts.Store.GetDeployment(ctx, id)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		r := &run{e: e, d: d}
+		if err := r.load(ctx); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, row := range rows {
+			ev := audit.Event{Action: "retention_expired", DeploymentID: d.ID, Result: audit.ResultOK, Reason: row.Name}
+			if err := r.deprovision(ctx, row, false); err != nil {
+				errs = append(errs, err)
+				ev.Result = audit.ResultError
+			} else {
+				e.log.Info("grace period over: removed", "deployment", d.ID, "resource", row.Name)
+			}
+			if e.opts.Audit != nil {
+				if err := e.opts.Audit.Record(actx, ev); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
+		if d.State == StateDestroyed {
+			// The backups are gone with the bucket: nothing is due or stale any more.
+			if err := e.opts.Store.DeleteAppBackups(ctx, d.ID, ""); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if e.opts.Audit != nil && e.opts.AuditRetention > 0 {
+		if n, err := e.opts.Audit.PruneRetention(ctx, e.opts.AuditRetention); err != nil {
+			errs = append(errs, err)
+		} else if n > 0 {
+			e.log.Info("pruned the audit trail", "events", n)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// backupsTag is the tag of a backup's trigger in the repository.
+func backupTags(d store.Deployment, app, trigger string) map[string]string {
+	return map[string]string{"deployment": d.Namespace, "app": app, "trigger": trigger}
+}
