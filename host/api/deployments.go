@@ -137,8 +137,10 @@ type Deployment struct {
 	// Resources lists what the deployment holds at its providers.
 	Resources []Resource `json:"resources,omitempty"`
 	// Retained lists resources kept after a destroy, with the end of their grace period.
-	Retained  []Retained `json:"retained,omitempty"`
-	LastBuild *Build     `json:"last_build,omitempty"`
+	Retained []Retained `json:"retained,omitempty"`
+	// Backups says where the backups of each app with data stand.
+	Backups   []deploy.BackupStatus `json:"backups,omitempty"`
+	LastBuild *Build                `json:"last_build,omitempty"`
 }
 
 // Update is a newer catalog revision than the one a deployment runs.
@@ -267,6 +269,9 @@ func (h *handlers) getDeployment(c *fiber.Ctx) error {
 		case r.State == store.ResourceRetained && r.RetainUntil != nil:
 			out.Retained = append(out.Retained, Retained{Name: r.Name, Type: r.Type, Until: *r.RetainUntil})
 		}
+	}
+	if out.Backups, err = h.d.Engine.BackupStatuses(ctx, d); err != nil {
+		return err
 	}
 	if builds, err := h.d.Store.ListBuilds(ctx, d.ID, 1); err == nil && len(builds) > 0 {
 		b := toBuild(builds[0])

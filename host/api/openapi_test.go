@@ -218,6 +218,7 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"DeploymentSummary": DeploymentSummary{},
 		"Update":            Update{},
 		"Backup":            Backup{},
+		"BackupStatus":      deploy.BackupStatus{},
 		"Operation":         deploy.Operation{},
 		"Resource":          Resource{},
 		"Retained":          Retained{},
