@@ -26,6 +26,11 @@ var icon []byte
 // build the plugin as another version (-ldflags -X main.version=...).
 var version = "2.3.5"
 
+// binary is the artifact the node runs. Packagers who keep several Miniflux releases side
+// by side in the artifacts directory build each plugin version with its own
+// (-ldflags -X main.binary=miniflux-2.4.0).
+var binary = "miniflux"
+
 // The instance names of the requests.
 const (
 	requestDB      = "db"
@@ -173,7 +178,7 @@ func (miniflux) Render(_ context.Context, req app.RenderRequest) ([]app.Node, er
 	databaseURL := bytes.Replace([]byte(dsn.String()), []byte("PASSWORD"), []byte("${secret:"+db.Password.Secret+"}"), 1)
 
 	node := contract.InstanceRequest{
-		Artifact: contract.Artifact{Binary: "miniflux"},
+		Artifact: contract.Artifact{Binary: binary},
 		Env: map[string]string{
 			"LISTEN_ADDR":                 "${host}:${port:http}",
 			"BASE_URL":                    "${url:http}",

@@ -196,6 +196,25 @@ func TestUnhealthyStartFailsWithoutSecrets(t *testing.T) {
 	require.Equal(t, "degraded", st.State)
 }
 
+func TestCrashLoopFailsWithoutWaitingOutTheStartTime(t *testing.T) {
+	t.Parallel()
+	b := setup(t, t.TempDir(), "")
+	spec := nodeSpec(func(s *contract.InstanceRequest) {
+		s.Env["FAIL_START"] = "1"
+		s.Health.StartSeconds = 600
+	})
+	start := time.Now()
+	_, err := b.rc.Provision(context.Background(), resource.Request{Tenant: "acme", Instance: "web", Type: contract.Instance, Spec: spec, Secrets: testSecrets})
+	t.Cleanup(func() {
+		_ = b.rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: "acme", Instance: "web", Type: contract.Instance})
+	})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "ended 3 times while starting")
+	require.Contains(t, err.Error(), "exited with status")
+	// Three ends with the 1 s, 2 s backoff between them: seconds, not the 10 minutes.
+	require.Less(t, time.Since(start), 2*time.Minute)
+}
+
 func TestLogsRotate(t *testing.T) {
 	t.Parallel()
 	b := setup(t, t.TempDir(), `, "log_max_bytes": 4096, "log_keep": 2`)

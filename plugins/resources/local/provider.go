@@ -219,7 +219,11 @@ func (p *provider) result(ctx context.Context, n *node, pl plan, secrets map[str
 	if !sup.waitReady(ctx) {
 		sn := sup.snapshot()
 		res.State = "failed"
-		res.Message = scrub(fmt.Sprintf("the node did not become healthy in time: %s", orElse(sn.lastErr, "no check passed")), secrets)
+		why := "the node did not become healthy in time"
+		if sn.restarts >= crashLoop && !sn.running {
+			why = fmt.Sprintf("the node did not become healthy: it ended %d times while starting", sn.restarts)
+		}
+		res.Message = scrub(fmt.Sprintf("%s: %s", why, orElse(sn.lastErr, "no check passed")), secrets)
 		data, _ := json.Marshal(res)
 		stderr := scrub(tail(filepath.Join(n.workdir, "logs", "stderr.log"), 20), secrets)
 		return resource.Result{Data: data}, sdk.Errorf(sdk.CodeInternal, "node %s/%s: %s; last lines of its stderr:\n%s", n.tenant, n.instance, res.Message, stderr)

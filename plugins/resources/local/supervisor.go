@@ -240,8 +240,15 @@ func (s *supervisor) rotateLoop() {
 	}
 }
 
-// waitReady waits until the node is healthy or its start time runs out.
+// crashLoop is how many times a node may end while it starts before waitReady gives up
+// on it without waiting out its start time: a binary that exits at once fails in
+// seconds, not minutes.
+const crashLoop = 3
+
+// waitReady waits until the node is healthy, its start time runs out, or it ended
+// crashLoop times on the way.
 func (s *supervisor) waitReady(ctx context.Context) bool {
+	first := s.snapshot().restarts
 	limit := time.Duration(defaultHealthStart) * time.Second
 	if s.plan.Health != nil {
 		limit = time.Duration(s.plan.Health.StartSeconds) * time.Second
@@ -251,8 +258,12 @@ func (s *supervisor) waitReady(ctx context.Context) bool {
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		if sn := s.snapshot(); sn.running && sn.healthy {
+		sn := s.snapshot()
+		if sn.running && sn.healthy {
 			return true
+		}
+		if sn.restarts-first >= crashLoop {
+			return false
 		}
 		select {
 		case <-ctx.Done():
