@@ -63,6 +63,7 @@ type config struct {
 	CleanupArchiveUnreadDays int           `json:"cleanupArchiveUnreadDays"`
 	MediaProxyMode           string        `json:"mediaProxyMode"`
 	FetchYouTubeWatchTime    bool          `json:"fetchYouTubeWatchTime"`
+	FetcherAllowPrivateNets  bool          `json:"fetcherAllowPrivateNetworks"`
 	HTTPClientTimeout        int           `json:"httpClientTimeout"`
 	WorkerPoolSize           int           `json:"workerPoolSize"`
 	LogLevel                 string        `json:"logLevel"`
@@ -180,24 +181,25 @@ func (miniflux) Render(_ context.Context, req app.RenderRequest) ([]app.Node, er
 	node := contract.InstanceRequest{
 		Artifact: contract.Artifact{Binary: binary},
 		Env: map[string]string{
-			"LISTEN_ADDR":                 "${host}:${port:http}",
-			"BASE_URL":                    "${url:http}",
-			"DATABASE_URL_FILE":           "${file:database-url}",
-			"RUN_MIGRATIONS":              "1",
-			"CREATE_ADMIN":                "1",
-			"ADMIN_USERNAME":              c.AdminUsername,
-			"ADMIN_PASSWORD_FILE":         "${file:admin-password}",
-			"POLLING_FREQUENCY":           strconv.Itoa(c.PollingFrequency),
-			"BATCH_SIZE":                  strconv.Itoa(c.BatchSize),
-			"POLLING_SCHEDULER":           c.PollingScheduler,
-			"CLEANUP_ARCHIVE_READ_DAYS":   strconv.Itoa(c.CleanupArchiveReadDays),
-			"CLEANUP_ARCHIVE_UNREAD_DAYS": strconv.Itoa(c.CleanupArchiveUnreadDays),
-			"MEDIA_PROXY_MODE":            c.MediaProxyMode,
-			"FETCH_YOUTUBE_WATCH_TIME":    strconv.FormatBool(c.FetchYouTubeWatchTime),
-			"HTTP_CLIENT_TIMEOUT":         strconv.Itoa(c.HTTPClientTimeout),
-			"WORKER_POOL_SIZE":            strconv.Itoa(c.WorkerPoolSize),
-			"LOG_LEVEL":                   c.LogLevel,
-			"LOG_FORMAT":                  "json",
+			"LISTEN_ADDR":                    "${host}:${port:http}",
+			"BASE_URL":                       "${url:http}",
+			"DATABASE_URL_FILE":              "${file:database-url}",
+			"RUN_MIGRATIONS":                 "1",
+			"CREATE_ADMIN":                   "1",
+			"ADMIN_USERNAME":                 c.AdminUsername,
+			"ADMIN_PASSWORD_FILE":            "${file:admin-password}",
+			"POLLING_FREQUENCY":              strconv.Itoa(c.PollingFrequency),
+			"BATCH_SIZE":                     strconv.Itoa(c.BatchSize),
+			"POLLING_SCHEDULER":              c.PollingScheduler,
+			"CLEANUP_ARCHIVE_READ_DAYS":      strconv.Itoa(c.CleanupArchiveReadDays),
+			"CLEANUP_ARCHIVE_UNREAD_DAYS":    strconv.Itoa(c.CleanupArchiveUnreadDays),
+			"MEDIA_PROXY_MODE":               c.MediaProxyMode,
+			"FETCH_YOUTUBE_WATCH_TIME":       strconv.FormatBool(c.FetchYouTubeWatchTime),
+			"FETCHER_ALLOW_PRIVATE_NETWORKS": strconv.FormatBool(c.FetcherAllowPrivateNets),
+			"HTTP_CLIENT_TIMEOUT":            strconv.Itoa(c.HTTPClientTimeout),
+			"WORKER_POOL_SIZE":               strconv.Itoa(c.WorkerPoolSize),
+			"LOG_LEVEL":                      c.LogLevel,
+			"LOG_FORMAT":                     "json",
 		},
 		Files: map[string]contract.InstanceFile{
 			"database-url":   {Content: string(databaseURL)},
