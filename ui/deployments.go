@@ -117,6 +117,12 @@ type deploymentData struct {
 	Running bool
 	// Update names a newer catalog revision, "" when there is none.
 	Update string
+	// Backups is where the backups of each app with data stand, from the store alone;
+	// BackupsError says why that could not be read.
+	Backups      []deploy.BackupStatus
+	BackupsError string
+	// StaleHours is how old the last good backup of a stale app is at least.
+	StaleHours int
 }
 
 func (u *UI) deployment(c *fiber.Ctx, s *session) error {
@@ -132,7 +138,7 @@ func (u *UI) showDeployment(c *fiber.Ctx, s *session, d store.Deployment, status
 	if err != nil {
 		return err
 	}
-	data := deploymentData{D: d}
+	data := deploymentData{D: d, StaleHours: int(deploy.StaleAfter.Hours())}
 	if _, to, ok := u.d.Engine.UpdateAvailable(d); ok {
 		data.Update = to
 	}
@@ -156,6 +162,7 @@ func (u *UI) showDeployment(c *fiber.Ctx, s *session, d store.Deployment, status
 		return err
 	}
 	data.Running = len(data.Builds) > 0 && !data.Builds[0].State.Finished()
+	data.Backups, data.BackupsError = u.backupStatuses(s.ctx, d)
 	names, err := u.userNames(s.ctx)
 	if err != nil {
 		return err

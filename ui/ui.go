@@ -18,6 +18,7 @@ import (
 
 	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/auth"
+	"github.com/fedhost/fedhost/host/backup"
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/store"
@@ -47,11 +48,17 @@ type Deps struct {
 type UI struct {
 	d     Deps
 	pages map[string]*template.Template
+	// snapshots lists an app's backups (the engine's Backups); tests replace it, as the
+	// repository it asks needs restic and S3.
+	snapshots func(ctx context.Context, deploymentID, app string) ([]backup.Snapshot, error)
 }
 
 // New returns the UI of d; it panics if a template does not parse, which a test catches.
 func New(d Deps) *UI {
 	u := &UI{d: d, pages: map[string]*template.Template{}}
+	u.snapshots = func(ctx context.Context, id, app string) ([]backup.Snapshot, error) {
+		return u.d.Engine.Backups(ctx, id, app)
+	}
 	names, err := fs.Glob(files, "templates/*.html")
 	if err != nil {
 		panic(err)
@@ -103,6 +110,10 @@ func (u *UI) Mount(app *fiber.App) {
 	app.Get("/deployments/:id/builds", u.signedIn(u.history))
 	app.Get("/deployments/:id/policy", u.signedIn(u.policyPage))
 	app.Post("/deployments/:id/policy", u.signedIn(u.setPolicy))
+	app.Get("/deployments/:id/backups/:app", u.signedIn(u.backups))
+	app.Post("/deployments/:id/backups/:app", u.signedIn(u.backUp))
+	app.Get("/deployments/:id/backups/:app/restore/:snapshot", u.signedIn(u.restorePage))
+	app.Post("/deployments/:id/backups/:app/restore/:snapshot", u.signedIn(u.restore))
 	app.Get("/builds/:id", u.signedIn(u.build))
 
 	app.Get("/account", u.signedIn(u.account))
@@ -290,6 +301,12 @@ var funcs = template.FuncMap{
 	"duration":   buildDuration,
 	"short":      short,
 	"unfinished": func(s store.BuildState) bool { return !s.Finished() },
+	// datetime is t for a <time> element's datetime attribute.
+	"datetime":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"ago":       relative,
+	"past":      func(t time.Time) bool { return t.Before(time.Now()) },
+	"retention": retention,
+	"snapshot":  shortSnapshot,
 }
 
 // buildDuration is how long a build ran, or has been running.

@@ -23,6 +23,7 @@ import (
 // bundle is a UI on a fresh SQLite store, with a superuser and two operators.
 type bundle struct {
 	app    *fiber.App
+	ui     *ui.UI
 	st     *store.Store
 	auth   *auth.Service
 	engine *deploy.Engine
@@ -44,9 +45,10 @@ func setup(t *testing.T) *bundle {
 	// No plugins, so no catalog and no queue: the pages under test need neither.
 	engine := deploy.New(deploy.Options{Store: st})
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	ui.New(ui.Deps{Engine: engine, Store: st, Auth: svc, Audit: log, Version: "test"}).Mount(app)
+	pages := ui.New(ui.Deps{Engine: engine, Store: st, Auth: svc, Audit: log, Version: "test"})
+	pages.Mount(app)
 
-	b := &bundle{app: app, st: st, auth: svc, engine: engine, users: map[string]auth.User{}, pass: map[string]string{}}
+	b := &bundle{app: app, ui: pages, st: st, auth: svc, engine: engine, users: map[string]auth.User{}, pass: map[string]string{}}
 	for _, u := range []struct {
 		name      string
 		superuser bool

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -43,17 +44,52 @@ func categories(t *testing.T, addr, password string) []string {
 	return out
 }
 
-// Miniflux data made through its own API is backed up, lost, restored and there again.
+func feeds(t *testing.T, addr, password string) []string {
+	code, body := minifluxAPI(t, addr, "admin", password, "GET", "/v1/feeds", nil)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	var list []struct {
+		FeedURL string `json:"feed_url"`
+	}
+	require.NoError(t, json.Unmarshal(body, &list))
+	var out []string
+	for _, f := range list {
+		out = append(out, f.FeedURL)
+	}
+	return out
+}
+
+const rss = `<?xml version="1.0"?>
+<rss version="2.0"><channel><title>Instance news</title><link>https://news.example.org/</link>
+<description>News</description>
+<item><title>Version 4.2 is out</title><link>https://news.example.org/4.2</link><guid>4.2</guid></item>
+</channel></rss>`
+
+// Miniflux data made through its own API (a category and a feed in it) is backed up,
+// lost, restored and there again.
 func TestBackupAndRestoreBringBackMinifluxData(t *testing.T) {
+	feedServer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/rss+xml")
+		_, _ = w.Write([]byte(rss))
+	}))
+	defer feedServer.Close()
 	h := startHost(t)
 	d := h.create("keep")
-	require.Equal(t, "succeeded", h.wait(h.submit(d.ID, minifluxConfig("keep.example.org", nil)).ID).State)
+	// The feed is on loopback: Miniflux refuses private addresses unless told.
+	options := map[string]any{"fetcherAllowPrivateNetworks": true}
+	require.Equal(t, "succeeded", h.wait(h.submit(d.ID, minifluxConfig("keep.example.org", options)).ID).State)
 	addr := h.deployment(d.ID).Nodes["miniflux-web"]["http"]
 	password := h.nodeFile("keep", "miniflux-web", "admin-password")
 
 	code, body := minifluxAPI(t, addr, "admin", password, "POST", "/v1/categories", map[string]string{"title": "Fediverse news"})
 	require.Equal(t, http.StatusCreated, code, "%s", body)
+	var category struct {
+		ID int `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal(body, &category))
 	require.Contains(t, categories(t, addr, password), "Fediverse news")
+	code, body = minifluxAPI(t, addr, "admin", password, "POST", "/v1/feeds", map[string]any{"feed_url": feedServer.URL + "/rss", "category_id": category.ID})
+	require.Equal(t, http.StatusCreated, code, "%s", body)
+	require.Contains(t, feeds(t, addr, password), feedServer.URL+"/rss")
 
 	var b build
 	require.Equal(t, http.StatusAccepted, h.call("POST", "/deployments/"+d.ID+"/operations/backup", map[string]string{"app": "miniflux"}, &b))
@@ -82,6 +118,7 @@ func TestBackupAndRestoreBringBackMinifluxData(t *testing.T) {
 		}
 	}
 	require.NotContains(t, categories(t, addr, password), "Fediverse news")
+	require.Empty(t, feeds(t, addr, password), "the feed went with its category")
 
 	// ...and restored.
 	require.Equal(t, http.StatusAccepted, h.call("POST", "/deployments/"+d.ID+"/operations/restore",
@@ -89,9 +126,11 @@ func TestBackupAndRestoreBringBackMinifluxData(t *testing.T) {
 	restored := h.wait(b.ID)
 	require.Equal(t, "succeeded", restored.State, "%+v", restored)
 	require.Contains(t, categories(t, addr, password), "Fediverse news")
+	require.Contains(t, feeds(t, addr, password), feedServer.URL+"/rss")
 
 	// A redeploy keeps the repository's password, so the backups stay readable.
-	require.Equal(t, "succeeded", h.wait(h.submit(d.ID, minifluxConfig("keep.example.org", map[string]any{"pollingFrequency": 30})).ID).State)
+	options["pollingFrequency"] = 30
+	require.Equal(t, "succeeded", h.wait(h.submit(d.ID, minifluxConfig("keep.example.org", options)).ID).State)
 	require.Equal(t, http.StatusOK, h.call("GET", "/deployments/"+d.ID+"/backups?app=miniflux", nil, &backups))
 	require.Len(t, backups, 1)
 }

@@ -1,0 +1,110 @@
+package ui_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/gofiber/fiber/v2"
+	"github.com/stretchr/testify/require"
+
+	"github.com/fedhost/fedhost/host/backup"
+	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/ui"
+)
+
+// TestScreenshots saves PNGs of the backup pages, as headless Chromium draws them, into
+// the directory in FEDHOST_UI_SHOTS: for looking at them, not for checking them.
+func TestScreenshots(t *testing.T) {
+	dir := os.Getenv("FEDHOST_UI_SHOTS")
+	if dir == "" {
+		t.Skip("set FEDHOST_UI_SHOTS=/tmp/ui-shots to save screenshots of the backup pages (needs chromium)")
+	}
+	exe, err := exec.LookPath("chromium")
+	require.NoError(t, err, "install the Debian package chromium")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+
+	b := setup(t)
+	ctx := context.Background()
+	d := b.create(t, "alice", "alice-news")
+	activate(t, b, d)
+	require.NoError(t, b.st.UpdateDeployment(ctx, d.ID, map[string]any{"domain": "news.example.org"}))
+	require.NoError(t, b.st.PutResource(ctx, store.Resource{DeploymentID: d.ID, Name: "miniflux-web", App: "miniflux", Type: "instance",
+		State: store.ResourceProvisioned, Result: `{"state":"running","addresses":{"http":"127.0.0.1:18080"}}`}))
+	withData(t, b, d, "miniflux")
+	withData(t, b, d, "pixelfed")
+	now := time.Now()
+	require.NoError(t, b.st.EnsureAppBackup(ctx, d.ID, "miniflux", now.Add(-80*time.Hour)))
+	good := finishedBuild(t, b, d, store.BuildSucceeded)
+	require.NoError(t, b.st.BackupStarted(ctx, d.ID, "miniflux", good.ID, store.BackupScheduled, now.Add(-52*time.Hour)))
+	require.NoError(t, b.st.BackupFinished(ctx, d.ID, "miniflux", snapshots[0].ID, "", now.Add(-52*time.Hour)))
+	for _, h := range []time.Duration{28, 4, 1} {
+		failed := finishedBuild(t, b, d, store.BuildFailed)
+		require.NoError(t, b.st.BackupStarted(ctx, d.ID, "miniflux", failed.ID, store.BackupScheduled, now.Add(-h*time.Hour)))
+		require.NoError(t, b.st.BackupFinished(ctx, d.ID, "miniflux", "",
+			`backup of miniflux: pg_dump: error: connection to server at "10.20.0.7", port 5432 failed: FATAL: password authentication failed for user "alice_news_miniflux"`,
+			now.Add(-h*time.Hour)))
+	}
+	require.NoError(t, b.st.EnsureAppBackup(ctx, d.ID, "pixelfed", now.Add(-80*time.Hour)))
+	require.NoError(t, b.st.BackupStarted(ctx, d.ID, "pixelfed", good.ID, store.BackupManual, now.Add(-3*time.Hour)))
+	require.NoError(t, b.st.BackupFinished(ctx, d.ID, "pixelfed", "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0", "", now.Add(-3*time.Hour)))
+	ui.SetSnapshots(b.ui, func(_ context.Context, _, app string) ([]backup.Snapshot, error) {
+		if app == "pixelfed" {
+			return nil, nil
+		}
+		return snapshots, nil
+	})
+
+	b.app.Get("/_shots/as/:name", func(c *fiber.Ctx) error {
+		ns, err := b.auth.NewSession(c.UserContext(), b.users[c.Params("name")].ID)
+		if err != nil {
+			return err
+		}
+		c.Cookie(&fiber.Cookie{Name: ui.CookieName, Value: ns.ID, Path: "/", HTTPOnly: true})
+		return c.Redirect(c.Query("next", "/"))
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = b.app.Listener(ln) }()
+	t.Cleanup(func() { _ = b.app.Shutdown() })
+	base := "http://" + ln.Addr().String()
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900))
+	tab, cancelTab := chromedp.NewContext(alloc)
+	tab, cancelTime := context.WithTimeout(tab, 2*time.Minute)
+	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })
+
+	shot := func(name, path string, width int64) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(tab, chromedp.EmulateViewport(width, 900), chromedp.Navigate(base+path)))
+		png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+		require.NoError(t, err)
+		file := filepath.Join(dir, name+".png")
+		require.NoError(t, os.WriteFile(file, png, 0o644))
+		t.Logf("saved %s", file)
+	}
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(base+"/_shots/as/alice?next=/deployments")))
+	shot("deployment", "/deployments/"+d.ID, 1280)
+	shot("deployment-narrow", "/deployments/"+d.ID, 420)
+	shot("backups", "/deployments/"+d.ID+"/backups/miniflux", 1280)
+	shot("backups-empty", "/deployments/"+d.ID+"/backups/pixelfed", 1280)
+	shot("restore", "/deployments/"+d.ID+"/backups/miniflux/restore/"+snapshots[1].ID, 1280)
+
+	// The server's answer to a restore sent without the confirmation.
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.Evaluate[chromedp.Void](`document.querySelector('form[method=post].narrow').noValidate = true`),
+		chromedp.Click(chromedp.CSS(`button.danger`)),
+		chromedp.WaitVisible(chromedp.CSS(`#restore-confirm-error`))))
+	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "restore-unconfirmed.png"), png, 0o644))
+	fmt.Fprintln(os.Stderr, "screenshots in", dir)
+}
