@@ -61,9 +61,13 @@ func (h *host) revision(id string) revisioned {
 func TestUpdatesFollowTheirPolicies(t *testing.T) {
 	plugins := pluginsCopy(t)
 	h := startHost(t, "FEDHOST_PLUGIN_DIR="+plugins, "FEDHOST_UPDATE_CHECK_INTERVAL=1s")
-	auto, manual := h.create("auto"), h.create("manual")
+	auto, manual, window := h.create("auto"), h.create("manual"), h.create("window")
 	require.Equal(t, http.StatusOK, h.call("PUT", "/deployments/"+auto.ID+"/update-policy", map[string]any{"policy": "automatic"}, nil))
-	for _, d := range []deployment{auto, manual} {
+	// A window that opens in six hours: nothing happens outside it.
+	opens := time.Now().In(time.FixedZone("", 0)).Add(6 * time.Hour).Format("15:04")
+	require.Equal(t, http.StatusOK, h.call("PUT", "/deployments/"+window.ID+"/update-policy",
+		map[string]any{"policy": "window", "window_start": opens, "window_minutes": 15, "time_zone": "UTC"}, nil))
+	for _, d := range []deployment{auto, manual, window} {
 		require.Equal(t, "succeeded", h.wait(h.submit(d.ID, minifluxConfig(d.Namespace+".example.org", nil)).ID).State)
 	}
 	first := h.revision(auto.ID).CatalogRevision
@@ -92,6 +96,16 @@ func TestUpdatesFollowTheirPolicies(t *testing.T) {
 	require.NotNil(t, m.UpdateAvailable, "a manual deployment shows the update")
 	require.Equal(t, second, m.UpdateAvailable.To)
 	require.Len(t, h.builds(manual.ID), 1, "and does not apply it")
+	require.Len(t, h.builds(window.ID), 1, "a window deployment waits for its window")
+	require.NotNil(t, h.revision(window.ID).UpdateAvailable)
+	// Its window moved to now: the update is applied at the next tick.
+	require.Equal(t, http.StatusOK, h.call("PUT", "/deployments/"+window.ID+"/update-policy",
+		map[string]any{"policy": "window", "window_start": time.Now().UTC().Add(-time.Minute).Format("15:04"), "window_minutes": 15, "time_zone": "UTC"}, nil))
+	require.Eventually(t, func() bool {
+		bs := h.builds(window.ID)
+		return len(bs) == 2 && bs[0].State == "succeeded"
+	}, 2*time.Minute, 200*time.Millisecond, "the window deployment did not update inside its window")
+	require.Equal(t, second, h.revision(window.ID).CatalogRevision)
 	var events []struct {
 		Action       string `json:"action"`
 		Result       string `json:"result"`
