@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/fedhost/fedhost/host/backup"
@@ -43,6 +44,13 @@ func (e *Engine) operate(ctx context.Context, d store.Deployment, name string, o
 	}
 	if op.App == "" {
 		return store.Build{}, refuse(CodeInvalidConfiguration, "/app", "name the app whose data to %s", name)
+	}
+	rows, err := e.opts.Store.Resources(ctx, d.ID)
+	if err != nil {
+		return store.Build{}, err
+	}
+	if !slices.Contains(backupApps(rows), op.App) {
+		return store.Build{}, refuse(CodeNotFound, "/app", "app %s has no database and backups bucket in this deployment to %s", op.App, name)
 	}
 	if name == store.OperationRestore && op.Snapshot == "" {
 		return store.Build{}, refuse(CodeInvalidConfiguration, "/snapshot", "name the backup to restore (GET .../backups lists them)")

@@ -91,6 +91,10 @@ func TestBackupAndRestoreBringBackMinifluxData(t *testing.T) {
 	require.Equal(t, http.StatusCreated, code, "%s", body)
 	require.Contains(t, feeds(t, addr, password), feedServer.URL+"/rss")
 
+	var refused apiError
+	require.Equal(t, http.StatusNotFound, h.call("POST", "/deployments/"+d.ID+"/operations/backup", map[string]string{"app": "peertube"}, &refused))
+	require.Equal(t, "/app", refused.Error.Location, "an app without data is refused before a build is queued")
+
 	var b build
 	require.Equal(t, http.StatusAccepted, h.call("POST", "/deployments/"+d.ID+"/operations/backup", map[string]string{"app": "miniflux"}, &b))
 	done := h.wait(b.ID)
