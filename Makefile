@@ -56,6 +56,7 @@ test: packages build
 bench:
 	cd sdk && $(GO) test -run '^$$' -bench Call -benchtime 2000x -count 1 ./bench/
 	cd sdk && $(GO) test -run '^$$' -bench Start -benchtime 100x -count 1 ./bench/
+	$(GO) test -run '^$$' -bench Tick -benchmem -benchtime 10x -count 1 ./scheduler/ ./host/deploy/
 
 proto:
 	@command -v protoc >/dev/null || { echo "protoc is missing: apt-get install protobuf-compiler"; exit 1; }

@@ -152,11 +152,15 @@ func stale(rec store.AppBackup, now time.Time) bool {
 // per deployment and tick, and one that cannot be queued now is tried at the next tick.
 // It returns the builds it queued.
 func (e *Engine) RunBackups(ctx context.Context, now time.Time) ([]store.Build, error) {
-	now = now.UTC()
 	ds, err := e.opts.Store.ListDeployments(ctx, "")
 	if err != nil {
 		return nil, err
 	}
+	return e.runBackups(ctx, now, ds)
+}
+
+func (e *Engine) runBackups(ctx context.Context, now time.Time, ds []store.Deployment) ([]store.Build, error) {
+	now = now.UTC()
 	rows, err := e.opts.Store.ResourcesOfTypes(ctx, contract.PostgreSQL, contract.S3)
 	if err != nil {
 		return nil, err
@@ -228,8 +232,16 @@ func (e *Engine) RunBackups(ctx context.Context, now time.Time) ([]store.Build, 
 
 // Tick is the scheduler's periodic work: due updates, then due backups.
 func (e *Engine) Tick(ctx context.Context, now time.Time) error {
-	_, uerr := e.RunUpdates(ctx, now)
-	_, berr := e.RunBackups(ctx, now)
+	ds, err := e.opts.Store.ListDeployments(ctx, "")
+	if err != nil {
+		return err
+	}
+	current := ""
+	if e.opts.Catalog != nil {
+		current, _ = e.opts.Catalog.Revision()
+	}
+	_, uerr := e.runUpdates(ctx, now, current, ds)
+	_, berr := e.runBackups(ctx, now, ds)
 	return errors.Join(uerr, berr)
 }
 

@@ -23,11 +23,18 @@ func (e *Engine) UpdateAvailable(d store.Deployment) (from, to string, available
 // configuration of each due one against the newest revision, once per revision: the
 // scheduler's tick. Each submit is audited as automatic_update.
 func (e *Engine) RunUpdates(ctx context.Context, now time.Time) ([]scheduler.Decision, error) {
-	current, _ := e.opts.Catalog.Revision()
+	current := "" // no catalog, no newer revision: nothing is due
+	if e.opts.Catalog != nil {
+		current, _ = e.opts.Catalog.Revision()
+	}
 	ds, err := e.opts.Store.ListDeployments(ctx, "")
 	if err != nil {
 		return nil, err
 	}
+	return e.runUpdates(ctx, now, current, ds)
+}
+
+func (e *Engine) runUpdates(ctx context.Context, now time.Time, current string, ds []store.Deployment) ([]scheduler.Decision, error) {
 	byID := make(map[string]store.Deployment, len(ds))
 	candidates := make([]scheduler.Candidate, 0, len(ds))
 	for _, d := range ds {

@@ -216,10 +216,10 @@ func (s *Store) DeleteResource(ctx context.Context, deploymentID, name string) e
 }
 
 // ResourcesOfTypes returns the resources of the given types of every deployment, by
-// deployment and name.
+// deployment and name, with what says what they are (no result, no secrets).
 func (s *Store) ResourcesOfTypes(ctx context.Context, types ...string) ([]Resource, error) {
 	var out []Resource
-	if err := s.db.WithContext(ctx).Where("type IN ?", types).Order("deployment_id, name").Find(&out).Error; err != nil {
+	if err := s.db.WithContext(ctx).Select("deployment_id, name, app, type, provider, spec, state").Where("type IN ?", types).Order("deployment_id, name").Find(&out).Error; err != nil {
 		return nil, fmt.Errorf("reading resources: %w", err)
 	}
 	return out, nil
