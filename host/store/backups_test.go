@@ -1,0 +1,85 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fedhost/fedhost/host/store"
+)
+
+// What the scheduler reads and writes: backup records, busy deployments, the resources
+// of some types, and the pruning of old build logs, on both databases.
+func TestBackupRecordsAndRetention(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, cfg store.Config) {
+		ctx := context.Background()
+		st := open(t, cfg)
+		d, err := st.CreateDeployment(ctx, store.Deployment{Namespace: "acme", Config: "{}"})
+		require.NoError(t, err)
+		since := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
+		require.NoError(t, st.EnsureAppBackup(ctx, d.ID, "miniflux", since))
+		require.NoError(t, st.EnsureAppBackup(ctx, d.ID, "miniflux", since.Add(time.Hour)), "a second ensure changes nothing")
+		require.NoError(t, st.BackupStarted(ctx, d.ID, "miniflux", "b1", store.BackupScheduled, since.Add(24*time.Hour)))
+		require.NoError(t, st.BackupFinished(ctx, d.ID, "miniflux", "", "restic: unreachable", since.Add(25*time.Hour)))
+		require.NoError(t, st.BackupFinished(ctx, d.ID, "miniflux", "", "restic: unreachable again", since.Add(26*time.Hour)))
+		recs, err := st.AppBackups(ctx, d.ID)
+		require.NoError(t, err)
+		require.Len(t, recs, 1)
+		r := recs[0]
+		require.True(t, since.Equal(r.Since))
+		require.True(t, since.Add(24*time.Hour).Equal(*r.LastAttemptAt))
+		require.Equal(t, "b1", r.LastBuildID)
+		require.Equal(t, store.BackupScheduled, r.LastTrigger)
+		require.Nil(t, r.LastSuccessAt)
+		require.Equal(t, "restic: unreachable again", r.LastError)
+		require.Equal(t, 2, r.Failures)
+
+		require.NoError(t, st.BackupStarted(ctx, d.ID, "pixelfed", "b2", store.BackupManual, since.Add(48*time.Hour)))
+		require.NoError(t, st.BackupFinished(ctx, d.ID, "miniflux", "abcd", "", since.Add(49*time.Hour)))
+		recs, err = st.AppBackups(ctx, "")
+		require.NoError(t, err)
+		require.Len(t, recs, 2)
+		require.Equal(t, "miniflux", recs[0].App)
+		require.Zero(t, recs[0].Failures)
+		require.Empty(t, recs[0].LastError)
+		require.Equal(t, "abcd", recs[0].LastSnapshot)
+		require.True(t, since.Add(48*time.Hour).Equal(recs[1].Since), "a first backup starts the record")
+		require.NoError(t, st.DeleteAppBackups(ctx, d.ID, ""))
+		recs, err = st.AppBackups(ctx, d.ID)
+		require.NoError(t, err)
+		require.Empty(t, recs)
+
+		require.NoError(t, st.PutResource(ctx, store.Resource{DeploymentID: d.ID, Name: "miniflux-db", App: "miniflux", Type: "postgresql", Spec: "{}", Result: `{"secret":"x"}`, State: store.ResourceProvisioned}))
+		require.NoError(t, st.PutResource(ctx, store.Resource{DeploymentID: d.ID, Name: "miniflux-web", App: "miniflux", Type: "instance", Spec: "{}", Result: "{}", State: store.ResourceProvisioned}))
+		rows, err := st.ResourcesOfTypes(ctx, "postgresql", "s3")
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		require.Equal(t, "miniflux-db", rows[0].Name)
+		require.Empty(t, rows[0].Result, "the tick reads no results")
+
+		b, err := st.CreateBuild(ctx, d.ID)
+		require.NoError(t, err)
+		busy, err := st.BusyDeployments(ctx)
+		require.NoError(t, err)
+		require.Equal(t, map[string]bool{d.ID: true}, busy)
+		_, err = st.AppendBuildEvent(ctx, store.BuildEvent{BuildID: b.ID, Step: "plan", Level: store.LevelInfo, Message: "m"})
+		require.NoError(t, err)
+		n, err := st.PruneBuildLogs(ctx, time.Now().Add(time.Hour))
+		require.NoError(t, err)
+		require.Zero(t, n, "an unfinished build keeps its log")
+		require.NoError(t, st.SetBuildState(ctx, b.ID, store.BuildSucceeded, ""))
+		busy, err = st.BusyDeployments(ctx)
+		require.NoError(t, err)
+		require.Empty(t, busy)
+		n, err = st.PruneBuildLogs(ctx, time.Now().Add(-time.Hour))
+		require.NoError(t, err)
+		require.Zero(t, n, "finished after the cut")
+		n, err = st.PruneBuildLogs(ctx, time.Now().Add(time.Hour))
+		require.NoError(t, err)
+		require.EqualValues(t, 1, n)
+	})
+}
