@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	_ "modernc.org/sqlite" // the store's SQLite, to move a grace period's end
 )
 
 // nodePID reads the pid the local provider recorded for a node.
@@ -182,6 +184,23 @@ func TestMinifluxOnTheEmbeddedDefault(t *testing.T) {
 	require.True(t, bucketExists(t, h, "acme-backups"), "the backup bucket is kept")
 	require.Equal(t, http.StatusOK, apiLogin(t, addrB, "admin", pwB), "beta is untouched")
 	require.True(t, bucketExists(t, h, "beta-backups"))
+
+	// The grace period ends (while fedhost is stopped, its end is moved to the past): the
+	// retention job, which runs at start and then hourly, removes the bucket and its key.
+	h.stop()
+	db, err := sql.Open("sqlite", filepath.Join(h.dataDir, "fedhost.db"))
+	require.NoError(t, err)
+	_, err = db.Exec(`UPDATE resources SET retain_until = ? WHERE deployment_id = ?`, time.Now().Add(-time.Minute).UTC(), acme.ID)
+	require.NoError(t, err)
+	require.NoError(t, db.Close())
+	h.start()
+	require.Eventually(t, func() bool { return len(h.deployment(acme.ID).Retained) == 0 }, time.Minute, 200*time.Millisecond,
+		"the retained bucket outlived its grace period")
+	require.False(t, bucketExists(t, h, "acme-backups"), "the bucket is deleted at the provider")
+	left, _ = filepath.Glob(filepath.Join(secretsDir, "*"))
+	require.Empty(t, left, "and its key with it")
+	require.True(t, bucketExists(t, h, "beta-backups"), "another deployment's bucket stays")
+	addrB = h.deployment(beta.ID).Nodes["miniflux-web"]["http"]
 
 	// Suspend stops beta's Miniflux and keeps its data; resume brings it back.
 	var sb build
