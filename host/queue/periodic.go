@@ -29,6 +29,9 @@ type Periodic struct {
 	Run func(ctx context.Context, now time.Time) error
 }
 
+// periodicQueue is the River queue of the periodic jobs.
+const periodicQueue = "scheduler"
+
 // periodicArgs are the arguments of a "periodic" job.
 type periodicArgs struct {
 	ID string `json:"id" river:"unique"`
@@ -39,7 +42,7 @@ func (periodicArgs) Kind() string { return "periodic" }
 // InsertOpts keeps one waiting or running job per periodic job: a tick that takes longer
 // than its interval is not stacked up.
 func (periodicArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{
+	return river.InsertOpts{Queue: periodicQueue, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{
 		ByArgs: true,
 		ByState: []rivertype.JobState{
 			rivertype.JobStateAvailable,

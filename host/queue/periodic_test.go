@@ -69,3 +69,36 @@ func TestPeriodicJobScheduleIsChecked(t *testing.T) {
 	})
 	require.ErrorContains(t, err, `periodic job tick: schedule "every minute"`)
 }
+
+// A periodic job running when its process was killed would block its next runs until
+// River's rescuer took it back an hour later; FailLost at start cancels it.
+func TestFailLostCancelsAPeriodicJobLeftRunning(t *testing.T) {
+	drivers(t, func(t *testing.T, st *store.Store) {
+		q, err := New(st, Config{
+			Builder:  BuilderFunc(func(context.Context, string, func(string, string)) error { return nil }),
+			Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
+			Periodic: []Periodic{{ID: "tick", Schedule: "@every 1s", Run: func(context.Context, time.Time) error { return nil }}},
+		})
+		require.NoError(t, err)
+		ctx := context.Background()
+		res, err := q.client.Insert(ctx, periodicArgs{ID: "tick"}, nil)
+		require.NoError(t, err)
+		const running = `UPDATE river_job SET state = 'running', attempt = 1 WHERE id = `
+		if st.RiverPgx() != nil {
+			_, err = st.RiverPgx().Exec(ctx, running+"$1", res.Job.ID)
+		} else {
+			_, err = st.RiverSQLite().ExecContext(ctx, running+"?", res.Job.ID)
+		}
+		require.NoError(t, err)
+		again, err := q.client.Insert(ctx, periodicArgs{ID: "tick"}, nil)
+		require.NoError(t, err)
+		require.True(t, again.UniqueSkippedAsDuplicate, "one tick at a time: the running one blocks the next")
+
+		ids, err := q.FailLost(ctx)
+		require.NoError(t, err)
+		require.Empty(t, ids, "no build was lost")
+		again, err = q.client.Insert(ctx, periodicArgs{ID: "tick"}, nil)
+		require.NoError(t, err)
+		require.False(t, again.UniqueSkippedAsDuplicate, "the next tick may be queued again")
+	})
+}

@@ -105,9 +105,13 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	rcfg := &river.Config{
-		PeriodicJobs:         periodicRiver,
-		Logger:               cfg.Logger,
-		Queues:               map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
+		PeriodicJobs: periodicRiver,
+		Logger:       cfg.Logger,
+		Queues: map[string]river.QueueConfig{
+			river.QueueDefault: {MaxWorkers: cfg.Workers},
+			// The scheduler's jobs have their own worker: long builds do not hold them up.
+			periodicQueue: {MaxWorkers: 1},
+		},
 		Workers:              workers,
 		JobTimeout:           buildTimeout,
 		RescueStuckJobsAfter: buildTimeout + 10*time.Minute,
@@ -209,8 +213,10 @@ const lostReason = "lost: the fedhost process running this build stopped before 
 // host's running builds would look lost too (cluster mode is a later issue).
 func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
 	// SQLite keeps args as binary JSONB; json() gives them back as text.
+	// A periodic job left running would also block its next runs (one at a time) until
+	// River's rescuer, an hour later, took it back: it is cancelled too.
 	const update = `UPDATE river_job SET state = 'cancelled', finalized_at = %s
-		WHERE kind = 'build' AND state = 'running' RETURNING %s`
+		WHERE kind IN ('build', 'periodic') AND state = 'running' RETURNING kind, %s`
 	var rows interface {
 		Next() bool
 		Scan(...any) error
@@ -234,9 +240,14 @@ func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
 	}
 	var ids []string
 	for rows.Next() {
+		var kind string
 		var raw []byte
-		if err := rows.Scan(&raw); err != nil {
+		if err := rows.Scan(&kind, &raw); err != nil {
 			return nil, fmt.Errorf("finding lost builds: %w", err)
+		}
+		if kind != (buildArgs{}).Kind() {
+			q.logger.Warn("queue: a periodic job was running when its process ended; cancelled", "args", string(raw))
+			continue
 		}
 		var args buildArgs
 		if err := json.Unmarshal(raw, &args); err != nil {
