@@ -19,7 +19,7 @@ import (
 	"github.com/fedhost/fedhost/ui"
 )
 
-// TestScreenshots saves PNGs of the backup pages, as headless Chromium draws them, into
+// TestScreenshots saves PNGs of the backup and destroy pages, as headless Chromium draws them, into
 // the directory in FEDHOST_UI_SHOTS: for looking at them, not for checking them.
 func TestScreenshots(t *testing.T) {
 	dir := os.Getenv("FEDHOST_UI_SHOTS")
@@ -106,5 +106,6 @@ func TestScreenshots(t *testing.T) {
 	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "restore-unconfirmed.png"), png, 0o644))
+	shot("destroy", "/deployments/"+d.ID+"/destroy", 1280)
 	fmt.Fprintln(os.Stderr, "screenshots in", dir)
 }

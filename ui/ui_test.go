@@ -342,9 +342,10 @@ func TestDeploymentPageLinksNodeAddresses(t *testing.T) {
 	}))
 	_, body := b.as(t, "alice").get(t, "/deployments/"+d.ID)
 	require.Contains(t, body, `<a class="node-address" href="http://127.0.0.1:8080/">`)
-	for _, op := range []string{"suspend", "resume", "destroy"} {
+	for _, op := range []string{"suspend", "resume"} {
 		require.Contains(t, body, `action="/deployments/`+d.ID+`/`+op+`"`)
 	}
+	require.Contains(t, body, `href="/deployments/`+d.ID+`/destroy"`)
 }
 
 func TestBuildPageShowsProgressStateAndLog(t *testing.T) {

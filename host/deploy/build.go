@@ -392,7 +392,7 @@ func (r *run) destroy(ctx context.Context) error {
 		if row.State == store.ResourceRetained {
 			continue
 		}
-		if (row.Type == contract.S3 && backupOnly(row.Spec)) || strings.HasSuffix(row.Name, resticSuffix) {
+		if KeptAfterDestroy(row) {
 			if err := r.deprovision(ctx, row, true); err != nil {
 				return err
 			}
@@ -426,6 +426,12 @@ func (r *run) sorted() []store.Resource {
 	}
 	sortReverse(rows)
 	return rows
+}
+
+// KeptAfterDestroy reports whether a destroy keeps a resource for the grace period: a
+// backups bucket, and the secret holding its repository's password.
+func KeptAfterDestroy(row store.Resource) bool {
+	return (row.Type == contract.S3 && backupOnly(row.Spec)) || strings.HasSuffix(row.Name, resticSuffix)
 }
 
 // backupOnly reports whether every bucket of an s3 request is a backup bucket.
