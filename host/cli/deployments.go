@@ -114,8 +114,44 @@ func (e *env) deploymentsCommand() *cobra.Command {
 		})
 	}
 
+	var app, snapshot string
+	backupCmd := waitFlags(&cobra.Command{
+		Use:   "backup ID --app APP",
+		Short: "Queue a backup of an app's data now, besides its schedule",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			body, _ := json.Marshal(map[string]string{"app": app})
+			return r.build(c.Context(), http.MethodPost, "/deployments/"+url.PathEscape(args[0])+"/operations/backup", body)
+		},
+	})
+	backupCmd.Flags().StringVar(&app, "app", "", "the app whose data to back up (required)")
+	_ = backupCmd.MarkFlagRequired("app")
+	restoreCmd := waitFlags(&cobra.Command{
+		Use:   "restore ID --app APP --snapshot SNAPSHOT",
+		Short: "Queue the restore of a backup: the app's data since the backup is lost",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			body, _ := json.Marshal(map[string]string{"app": app, "snapshot": snapshot})
+			return r.build(c.Context(), http.MethodPost, "/deployments/"+url.PathEscape(args[0])+"/operations/restore", body)
+		},
+	})
+	restoreCmd.Flags().StringVar(&app, "app", "", "the app whose data to restore (required)")
+	restoreCmd.Flags().StringVar(&snapshot, "snapshot", "", "the backup to restore, as `backups` lists it (required)")
+	_ = restoreCmd.MarkFlagRequired("app")
+	_ = restoreCmd.MarkFlagRequired("snapshot")
+	backupsCmd := &cobra.Command{
+		Use:   "backups ID --app APP",
+		Short: "List an app's backups, oldest first",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return r.backups(c.Context(), args[0], app)
+		},
+	}
+	backupsCmd.Flags().StringVar(&app, "app", "", "the app whose backups to list (required)")
+	_ = backupsCmd.MarkFlagRequired("app")
+
 	cmd.AddCommand(
-		create, submit, preview,
+		create, submit, preview, backupCmd, restoreCmd, backupsCmd,
 		&cobra.Command{
 			Use:   "status ID",
 			Short: "Show a deployment's state, its nodes with their addresses and its last build",
@@ -370,6 +406,20 @@ func (r *remote) status(ctx context.Context, id string) error {
 	for _, rt := range d.Retained {
 		fmt.Fprintf(w, "retained\t%s\t%s until %s\n", rt.Name, rt.Type, rt.Until.Format(time.RFC3339))
 	}
+	for _, b := range d.Backups {
+		good := "no good backup yet"
+		if b.LastSuccessAt != nil {
+			good = "last good " + b.LastSuccessAt.Format(time.RFC3339) + " (" + b.LastSnapshot + ")"
+		}
+		var flags []string
+		if b.Stale {
+			flags = append(flags, "STALE")
+		}
+		if b.LastError != "" {
+			flags = append(flags, fmt.Sprintf("%d failed since, last: %s", b.Failures, b.LastError))
+		}
+		fmt.Fprintf(w, "backups\t%s\t%s, %s%s\n", b.App, b.Schedule, good, orNothing(flags))
+	}
 	if b := d.LastBuild; b != nil {
 		fmt.Fprintf(w, "last build\t%s\t%s %s\n", b.ID, b.Operation, b.State)
 		if b.Reason != "" {
@@ -377,6 +427,27 @@ func (r *remote) status(ctx context.Context, id string) error {
 		}
 	} else {
 		fmt.Fprintf(w, "last build\t-\n")
+	}
+	return w.Flush()
+}
+
+func orNothing(flags []string) string {
+	if len(flags) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(flags, "; ")
+}
+
+func (r *remote) backups(ctx context.Context, id, app string) error {
+	var list []api.Backup
+	path := "/deployments/" + url.PathEscape(id) + "/backups?app=" + url.QueryEscape(app)
+	if err := r.call(ctx, http.MethodGet, path, nil, &list); err != nil || r.json {
+		return err
+	}
+	w := tabwriter.NewWriter(r.e.stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "SNAPSHOT\tTIME\tTRIGGER\tDATABASE")
+	for _, b := range list {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", b.ID, b.Time.Format(time.RFC3339), orDash(b.Tags["trigger"]), orDash(b.Database))
 	}
 	return w.Flush()
 }

@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -124,19 +128,33 @@ func TestBackupAndRestoreBringBackMinifluxData(t *testing.T) {
 	require.NotContains(t, categories(t, addr, password), "Fediverse news")
 	require.Empty(t, feeds(t, addr, password), "the feed went with its category")
 
-	// ...and restored.
-	require.Equal(t, http.StatusAccepted, h.call("POST", "/deployments/"+d.ID+"/operations/restore",
-		map[string]string{"app": "miniflux", "snapshot": backups[0].ID}, &b))
-	restored := h.wait(b.ID)
-	require.Equal(t, "succeeded", restored.State, "%+v", restored)
+	// ...and restored, with the CLI: the list of backups, then a restore that waits.
+	out := h.cli("deployments", "backups", d.ID, "--app", "miniflux")
+	require.Contains(t, out, backups[0].ID)
+	require.Contains(t, out, "manual")
+	out = h.cli("deployments", "restore", d.ID, "--app", "miniflux", "--snapshot", backups[0].ID, "--wait")
+	require.Regexp(t, `build \S+ succeeded`, out)
 	require.Contains(t, categories(t, addr, password), "Fediverse news")
 	require.Contains(t, feeds(t, addr, password), feedServer.URL+"/rss")
+	out = h.cli("deployments", "status", d.ID)
+	require.Regexp(t, `backups\s+miniflux\s+@daily, last good \S+ \(`+backups[0].ID+`\)\n`, out, "status says where the backups stand")
 
 	// A redeploy keeps the repository's password, so the backups stay readable.
 	options["pollingFrequency"] = 30
 	require.Equal(t, "succeeded", h.wait(h.submit(d.ID, minifluxConfig("keep.example.org", options)).ID).State)
 	require.Equal(t, http.StatusOK, h.call("GET", "/deployments/"+d.ID+"/backups?app=miniflux", nil, &backups))
 	require.Len(t, backups, 1)
+}
+
+// cli runs the fedhost binary's command line against this host's API.
+func (h *host) cli(args ...string) string {
+	h.t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "fedhost"), args...)
+	cmd.Env = append(os.Environ(), "FEDHOST_SERVER=http://"+h.addr, "FEDHOST_TOKEN="+h.token)
+	cmd.Dir = h.t.TempDir()
+	out, err := cmd.CombinedOutput()
+	require.NoError(h.t, err, "fedhost %s:\n%s", strings.Join(args, " "), out)
+	return string(out)
 }
 
 func itoa(i int) string {
