@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -39,6 +40,10 @@ type Catalog struct {
 	versions map[string]map[string]*App
 	schema   json.RawMessage
 	compiled *jsonschema.Schema
+
+	// views caches At's catalogs by their set of versions.
+	mu    sync.Mutex
+	views map[string]*Catalog
 }
 
 // Load asks every app plugin of m (the newest version of each) for its schema and renames.
@@ -81,6 +86,47 @@ func Load(ctx context.Context, m *plugins.Manager) (*Catalog, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// At returns the catalog of a set of app versions, such as a catalog revision's: each app
+// it names at that version, every other installed app at its newest. Its schema, renames
+// and apps are those versions'; what validates a deployment's configuration must be the
+// versions the deployment will run. It fails, naming the app and the plugin to install,
+// when a version is not installed. Views are made once and cached.
+func (c *Catalog) At(versions map[string]string) (*Catalog, error) {
+	names := make([]string, 0, len(versions))
+	for name := range versions {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	key := ""
+	for _, name := range names {
+		key += name + "=" + versions[name] + "\n"
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if v, ok := c.views[key]; ok {
+		return v, nil
+	}
+	v := &Catalog{byName: map[string]*App{}, versions: c.versions}
+	for _, newest := range c.apps {
+		a := newest
+		if want, ok := versions[newest.Name]; ok && want != newest.Version {
+			if a, ok = c.versions[newest.Name][want]; !ok {
+				return nil, fmt.Errorf("app %s %s is not installed: install fedhost-app-%s_%s, or apply updates", newest.Name, want, newest.Name, want)
+			}
+		}
+		v.apps = append(v.apps, a)
+		v.byName[a.Name] = a
+	}
+	if err := v.compose(); err != nil {
+		return nil, err
+	}
+	if c.views == nil {
+		c.views = map[string]*Catalog{}
+	}
+	c.views[key] = v
+	return v, nil
 }
 
 // AppAt returns version of the app called name, if it is installed.

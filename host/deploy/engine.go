@@ -165,11 +165,12 @@ func (e *Engine) SubmitWith(ctx context.Context, deploymentID string, raw json.R
 	if d.State == StateDestroyed {
 		return store.Build{}, nil, refuse(CodeConflict, "", "deployment %s is destroyed", d.ID)
 	}
-	cfg, refs, unmigrated, err := e.check(ctx, d, raw)
+	revision := e.revisionFor(d, opts.ApplyUpdates)
+	cfg, refs, unmigrated, err := e.check(ctx, d, raw, revision)
 	if err != nil {
 		return store.Build{}, unmigrated, err
 	}
-	b, err := e.enqueue(ctx, d, store.OperationDeploy, cfg, refs, e.revisionFor(d, opts.ApplyUpdates))
+	b, err := e.enqueue(ctx, d, store.OperationDeploy, cfg, refs, revision)
 	return b, unmigrated, err
 }
 
@@ -182,16 +183,47 @@ func (e *Engine) revisionFor(d store.Deployment, applyUpdates bool) string {
 	return d.CatalogRevision
 }
 
-// check applies renames, validates, and moves the secrets the operator typed to the
-// secret resource; it returns the configuration to store and the secrets' references.
-func (e *Engine) check(ctx context.Context, d store.Deployment, raw json.RawMessage) (json.RawMessage, map[string]string, []catalog.Unmigrated, error) {
-	cat := e.opts.Catalog
+// catalogAt is the catalog of the app versions of a revision ("" is the newest).
+func (e *Engine) catalogAt(ctx context.Context, revision string) (*catalog.Catalog, error) {
+	current, _ := e.opts.Catalog.Revision()
+	if revision == "" || revision == current {
+		return e.opts.Catalog, nil
+	}
+	_, versions, err := e.revisionOf(ctx, revision)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := e.opts.Catalog.At(versions)
+	if err != nil {
+		return nil, refuse(CodeConflict, "", "this deployment runs catalog revision %s: %v", revision, err)
+	}
+	return cat, nil
+}
+
+// validate applies the renames of the revision's app versions to raw and validates it
+// against their schemas.
+func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision string) (json.RawMessage, []catalog.Unmigrated, error) {
+	cat, err := e.catalogAt(ctx, revision)
+	if err != nil {
+		return nil, nil, err
+	}
 	migrated, unmigrated, err := cat.ApplyRenames(raw)
 	if err != nil {
-		return nil, nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is not a JSON object")
+		return nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is not a JSON object")
 	}
 	if err := cat.Validate(migrated); err != nil {
-		return nil, nil, unmigrated, refuse(CodeInvalidConfiguration, "/"+trimConfigPrefix(sdk.FieldOf(err)), "%s", messageOf(err))
+		return nil, unmigrated, refuse(CodeInvalidConfiguration, "/"+trimConfigPrefix(sdk.FieldOf(err)), "%s", messageOf(err))
+	}
+	return migrated, unmigrated, nil
+}
+
+// check applies renames, validates against the schemas of the revision the build will
+// run, and moves the secrets the operator typed to the secret resource; it returns the
+// configuration to store and the secrets' references.
+func (e *Engine) check(ctx context.Context, d store.Deployment, raw json.RawMessage, revision string) (json.RawMessage, map[string]string, []catalog.Unmigrated, error) {
+	migrated, unmigrated, err := e.validate(ctx, raw, revision)
+	if err != nil {
+		return nil, nil, unmigrated, err
 	}
 	refs := map[string]string{}
 	if err := json.Unmarshal([]byte(d.SecretRefs), &refs); err != nil || refs == nil {

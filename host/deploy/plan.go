@@ -11,7 +11,6 @@ import (
 
 	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/store"
-	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/app"
 	"github.com/fedhost/fedhost/sdk/contract"
 	"github.com/fedhost/fedhost/sdk/resource"
@@ -226,12 +225,9 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 	if err != nil {
 		return Plan{}, err
 	}
-	migrated, _, err := e.opts.Catalog.ApplyRenames(raw)
+	migrated, _, err := e.validate(ctx, raw, e.revisionFor(d, false))
 	if err != nil {
-		return Plan{}, refuse(CodeInvalidConfiguration, "", "the configuration is not a JSON object")
-	}
-	if err := e.opts.Catalog.Validate(migrated); err != nil {
-		return Plan{}, refuse(CodeInvalidConfiguration, "/"+trimConfigPrefix(sdk.FieldOf(err)), "%s", messageOf(err))
+		return Plan{}, err
 	}
 	cfg, err := catalog.ParseConfig(migrated)
 	if err != nil {
