@@ -1,6 +1,8 @@
 package ui
 
 import (
+	"crypto/rand"
+	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"net/url"
@@ -34,17 +36,42 @@ func (u *UI) loginData(name, next string) loginData {
 	return d
 }
 
-func (u *UI) loginPage(c *fiber.Ctx) error {
-	return u.render(c, fiber.StatusOK, "login", u.view(nil, "Log in", "", u.loginData("", localPath(c.Query("next")))))
+// loginCookie holds the log-in form's CSRF token until the form comes back: before a
+// session there is no session token, and a form posted from another site (a log-in CSRF,
+// signing the victim into the attacker's account) must not be taken. The form carries
+// the same token; another site can neither read nor set the cookie.
+const loginCookie = "fedhost_login"
+
+// loginView is the log-in page with a fresh CSRF token, in its form and its cookie.
+func (u *UI) loginView(c *fiber.Ctx, name, next string) view {
+	token := rand.Text()
+	c.Cookie(&fiber.Cookie{
+		Name: loginCookie, Value: token, Path: "/login", MaxAge: int(time.Hour / time.Second),
+		HTTPOnly: true, SameSite: fiber.CookieSameSiteStrictMode, Secure: c.Protocol() == "https",
+	})
+	v := u.view(nil, "Log in", "", u.loginData(name, next))
+	v.CSRF = token
+	return v
 }
 
-// login checks the password (auth records the attempt), begins a session and sets its cookie.
+func (u *UI) loginPage(c *fiber.Ctx) error {
+	return u.render(c, fiber.StatusOK, "login", u.loginView(c, "", localPath(c.Query("next"))))
+}
+
+// login checks the form's CSRF token and the password (auth records the attempt),
+// begins a session and sets its cookie.
 func (u *UI) login(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	name, next := c.FormValue("name"), localPath(c.FormValue("next"))
+	cookie, form := c.Cookies(loginCookie), c.FormValue("csrf")
+	if cookie == "" || subtle.ConstantTimeCompare([]byte(cookie), []byte(form)) != 1 {
+		v := u.loginView(c, name, next)
+		v.Error = "This log-in form has expired or was sent from another site: log in again with this one."
+		return u.render(c, fiber.StatusForbidden, "login", v)
+	}
 	user, err := u.d.Auth.Authenticate(ctx, name, c.FormValue("password"), c.IP())
 	if err != nil {
-		v := u.view(nil, "Log in", "", u.loginData(name, next))
+		v := u.loginView(c, name, next)
 		status := fiber.StatusUnauthorized
 		switch {
 		case errors.Is(err, auth.ErrRateLimited):
@@ -56,6 +83,7 @@ func (u *UI) login(c *fiber.Ctx) error {
 		}
 		return u.render(c, status, "login", v)
 	}
+	c.Cookie(&fiber.Cookie{Name: loginCookie, Path: "/login", Expires: time.Unix(0, 0), MaxAge: -1})
 	return u.beginSession(c, user, audit.IssuerPassword, next)
 }
 
@@ -123,7 +151,7 @@ func (u *UI) oidcRefused(c *fiber.Ctx, next string, err error) error {
 	if !errors.Is(err, auth.ErrOIDCRefused) {
 		return u.failure(c, nil, err)
 	}
-	v := u.view(nil, "Log in", "", u.loginData("", next))
+	v := u.loginView(c, "", next)
 	msg := err.Error()
 	v.Error = strings.ToUpper(msg[:1]) + msg[1:] + "."
 	return u.render(c, fiber.StatusForbidden, "login", v)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -108,6 +109,31 @@ func (c *client) postRaw(t *testing.T, path string, form url.Values) (*http.Resp
 	return c.b.do(t, req)
 }
 
+var loginToken = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// login posts the log-in form as a browser does: with the token and cookie of the page.
+func (c *client) login(t *testing.T, form url.Values) (*http.Response, string) {
+	t.Helper()
+	res, body := c.b.do(t, httptest.NewRequest(http.MethodGet, "/login", nil))
+	require.Equal(t, http.StatusOK, res.StatusCode)
+	m := loginToken.FindStringSubmatch(body)
+	require.NotNil(t, m, "the log-in form has a CSRF token")
+	var cookie *http.Cookie
+	for _, ck := range res.Cookies() {
+		if ck.Name == "fedhost_login" {
+			cookie = ck
+		}
+	}
+	require.NotNil(t, cookie, "the log-in page sets its token's cookie")
+	require.True(t, cookie.HttpOnly)
+	require.Equal(t, http.SameSiteStrictMode, cookie.SameSite)
+	form.Set("csrf", m[1])
+	req := httptest.NewRequest(http.MethodPost, "/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(cookie)
+	return c.b.do(t, req)
+}
+
 func (b *bundle) events(t *testing.T) []store.AuditEvent {
 	t.Helper()
 	events, err := b.st.AuditEvents(context.Background(), 0, 1000)
@@ -184,19 +210,42 @@ func TestLoginWithWrongPasswordShowsErrorAndIsAudited(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	anon := &client{b: b}
-	res, body := anon.postRaw(t, "/login", url.Values{"name": {"alice"}, "password": {"not-" + b.pass["alice"]}})
+	res, body := anon.login(t, url.Values{"name": {"alice"}, "password": {"not-" + b.pass["alice"]}})
 	require.Equal(t, http.StatusUnauthorized, res.StatusCode)
 	require.Contains(t, body, "Wrong user name or password")
 	require.Contains(t, body, `value="alice"`, "the name stays filled in")
-	require.Empty(t, res.Cookies())
+	for _, ck := range res.Cookies() {
+		require.NotEqual(t, ui.CookieName, ck.Name, "no session")
+	}
 	require.True(t, b.hasEvent(t, store.AuditEvent{Action: "user.login", Result: string(audit.ResultDenied), Actor: b.users["alice"].ID}))
+}
+
+// A log-in form posted from another site (no token, or a token without its cookie) is
+// refused before the password is even checked: no one can be signed in to an account
+// that is not theirs.
+func TestLoginNeedsTheFormsToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	anon := &client{b: b}
+	for _, form := range []url.Values{
+		{"name": {"alice"}, "password": {b.pass["alice"]}},
+		{"name": {"alice"}, "password": {b.pass["alice"]}, "csrf": {"guessed"}},
+	} {
+		res, body := anon.postRaw(t, "/login", form)
+		require.Equal(t, http.StatusForbidden, res.StatusCode)
+		require.Contains(t, body, "This log-in form has expired or was sent from another site")
+		for _, ck := range res.Cookies() {
+			require.NotEqual(t, ui.CookieName, ck.Name, "no session")
+		}
+	}
+	require.False(t, b.hasEvent(t, store.AuditEvent{Action: "user.login", Result: string(audit.ResultOK), Actor: b.users["alice"].ID}))
 }
 
 func TestLoginSetsSessionCookieAndGoesToNext(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	anon := &client{b: b}
-	res, _ := anon.postRaw(t, "/login", url.Values{"name": {"alice"}, "password": {b.pass["alice"]}, "next": {"/deployments/new"}})
+	res, _ := anon.login(t, url.Values{"name": {"alice"}, "password": {b.pass["alice"]}, "next": {"/deployments/new"}})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	require.Equal(t, "/deployments/new", res.Header.Get("Location"))
 	var cookie *http.Cookie
@@ -216,7 +265,7 @@ func TestLoginSetsSessionCookieAndGoesToNext(t *testing.T) {
 	require.Contains(t, body, "Signed in as <strong>alice</strong>")
 
 	t.Run("a next address off the site is ignored", func(t *testing.T) {
-		res, _ := anon.postRaw(t, "/login", url.Values{"name": {"bob"}, "password": {b.pass["bob"]}, "next": {"//evil.example/"}})
+		res, _ := anon.login(t, url.Values{"name": {"bob"}, "password": {b.pass["bob"]}, "next": {"//evil.example/"}})
 		require.Equal(t, "/deployments", res.Header.Get("Location"))
 	})
 }
