@@ -10,12 +10,8 @@ import (
 	"github.com/fedhost/fedhost/host/store"
 )
 
-// Bounds of the account page's audit history.
-const (
-	ownEventsShown   = 50
-	auditScanWindow  = 500
-	auditScanWindows = 10
-)
+// ownEventsShown bounds the account page's audit history.
+const ownEventsShown = 50
 
 type accountData struct {
 	Events []store.AuditEvent
@@ -37,27 +33,9 @@ func (u *UI) showAccount(c *fiber.Ctx, s *session, status int, data accountData)
 	return u.render(c, status, "account", u.view(s, "Account", "account", data))
 }
 
-// ownEvents returns the newest audit events by or about user, newest first. The store reads the
-// trail only forward, so this reads the last windows of it and stops at
-// auditScanWindows*auditScanWindow events back.
+// ownEvents returns the newest audit events by or about user, newest first.
 func (u *UI) ownEvents(ctx context.Context, user string) ([]store.AuditEvent, error) {
-	head, err := u.d.Store.AuditChainState(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []store.AuditEvent
-	for end, i := head.LastSeq, 0; end > 0 && i < auditScanWindows && len(out) < ownEventsShown; end, i = end-auditScanWindow, i+1 {
-		events, err := u.d.Store.AuditEvents(ctx, max(end-auditScanWindow, 0), auditScanWindow)
-		if err != nil {
-			return nil, err
-		}
-		for j := len(events) - 1; j >= 0 && len(out) < ownEventsShown; j-- {
-			if e := events[j]; (e.Actor == user || e.Subject == user) && e.Seq <= end {
-				out = append(out, events[j])
-			}
-		}
-	}
-	return out, nil
+	return u.d.Store.UserAuditEvents(ctx, user, ownEventsShown)
 }
 
 func (u *UI) createToken(c *fiber.Ctx, s *session) error {

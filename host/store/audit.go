@@ -94,6 +94,16 @@ func (s *Store) AuditEvents(ctx context.Context, afterSeq int64, limit int) ([]A
 	return events, nil
 }
 
+// UserAuditEvents returns the newest events by or about user (actor or subject), newest
+// first, at most limit.
+func (s *Store) UserAuditEvents(ctx context.Context, user string, limit int) ([]AuditEvent, error) {
+	var events []AuditEvent
+	if err := s.db.WithContext(ctx).Where("actor = ? OR subject = ?", user, user).Order("seq DESC").Limit(limit).Find(&events).Error; err != nil {
+		return nil, fmt.Errorf("reading the audit events of %s: %w", user, err)
+	}
+	return events, nil
+}
+
 // PruneAuditEvents removes the oldest events up to, not including, the first
 // event at or after before, and makes the last removed event the checkpoint.
 // Only a prefix of the chain is ever removed, so what stays is verifiable from

@@ -83,3 +83,32 @@ func TestBackupRecordsAndRetention(t *testing.T) {
 		require.EqualValues(t, 1, n)
 	})
 }
+
+func TestUserAuditEventsNewestFirst(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, cfg store.Config) {
+		ctx := context.Background()
+		st := open(t, cfg)
+		seal := func(e store.AuditEvent) string { return "h" }
+		for i, e := range []store.AuditEvent{
+			{Actor: "alice", Action: "user.login"},
+			{Actor: "root", Action: "user.promote", Subject: "alice"},
+			{Actor: "bob", Action: "user.login"},
+			{Actor: "alice", Action: "deployment.submit"},
+		} {
+			e.Result, e.Time = "ok", time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC)
+			_, err := st.AppendAuditEvent(ctx, e, seal)
+			require.NoError(t, err)
+		}
+		events, err := st.UserAuditEvents(ctx, "alice", 10)
+		require.NoError(t, err)
+		var actions []string
+		for _, e := range events {
+			actions = append(actions, e.Action)
+		}
+		require.Equal(t, []string{"deployment.submit", "user.promote", "user.login"}, actions, "by or about alice, newest first")
+		events, err = st.UserAuditEvents(ctx, "alice", 1)
+		require.NoError(t, err)
+		require.Len(t, events, 1)
+	})
+}

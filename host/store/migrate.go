@@ -242,8 +242,9 @@ func migrate5(tx *gorm.DB) error {
 	)
 }
 
-// migrate6 records each app's backups (for the schedule, staleness and failures) and
-// indexes what the retention jobs look for.
+// migrate6 records each app's backups (for the schedule, staleness and failures),
+// indexes what the retention jobs look for, and the audit events by actor and subject
+// (an account's history).
 func migrate6(tx *gorm.DB) error {
 	return execAll(tx,
 		`CREATE TABLE app_backups (
@@ -260,6 +261,8 @@ func migrate6(tx *gorm.DB) error {
 			PRIMARY KEY (deployment_id, app)
 		)`,
 		`CREATE INDEX builds_finished_at ON builds (finished_at)`,
+		`CREATE INDEX audit_events_actor ON audit_events (actor, seq)`,
+		`CREATE INDEX audit_events_subject ON audit_events (subject, seq)`,
 	)
 }
 
