@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"strconv"
 	"strings"
 
@@ -84,20 +83,8 @@ const (
 	webStartupSeconds = 900
 )
 
-func (m *mastodon) decode(domain string, raw json.RawMessage) (config, error) {
-	var c config
-	if err := appkit.CheckDomain(domain); err != nil {
-		return c, err
-	}
-	return c, m.Options.Decode(raw, &c)
-}
-
 func (m *mastodon) Requests(_ context.Context, req app.RequestsRequest) ([]app.ResourceRequest, error) {
-	c, err := m.decode(req.Domain, req.Config)
-	if err != nil {
-		return nil, err
-	}
-	return m.requests(c, req.Domain), nil
+	return appkit.Requests(req, m.Options, m.requests)
 }
 
 func (m *mastodon) requests(c config, domain string) []app.ResourceRequest {
@@ -134,23 +121,14 @@ func (m *mastodon) requests(c config, domain string) []app.ResourceRequest {
 
 func (m *mastodon) Render(_ context.Context, req app.RenderRequest) ([]app.Node, error) {
 	domain := req.Domain
-	c, err := m.decode(domain, req.Config)
+	in, err := appkit.Prepare(req, m.Options, m.requests)
 	if err != nil {
 		return nil, err
 	}
-	res, err := appkit.CheckResults(m.requests(c, domain), req.Results)
-	if err != nil {
+	c, res := in.Config, in.Results
+	secrets, db, cache, media, mail := in.Secrets, in.DB, in.Cache, in.Media, in.Mail
+	if err := appkit.RequireFiles(secrets, secretKeyBase, otpSecret, arPrimaryKey, arDeterministic, arDerivationSalt, vapidKey); err != nil {
 		return nil, err
-	}
-	common, err := appkit.DecodeCommon(res)
-	if err != nil {
-		return nil, err
-	}
-	secrets, db, cache, media, mail := common.Secrets, common.DB, common.Cache, common.Media, common.Mail
-	for _, f := range []string{secretKeyBase, otpSecret, arPrimaryKey, arDeterministic, arDerivationSalt, vapidKey} {
-		if secrets.Files[f].Ref == "" {
-			return nil, appkit.InvalidResult("secrets", "has no file "+f)
-		}
 	}
 	bucket, ok := media.Buckets[mediaBucket]
 	if !ok {

@@ -86,20 +86,8 @@ func newPeerTube() *peertube {
 	)}
 }
 
-func (p *peertube) decode(domain string, raw json.RawMessage) (config, error) {
-	var c config
-	if err := appkit.CheckDomain(domain); err != nil {
-		return c, err
-	}
-	return c, p.Options.Decode(raw, &c)
-}
-
 func (p *peertube) Requests(_ context.Context, req app.RequestsRequest) ([]app.ResourceRequest, error) {
-	c, err := p.decode(req.Domain, req.Config)
-	if err != nil {
-		return nil, err
-	}
-	return p.requests(c, req.Domain), nil
+	return appkit.Requests(req, p.Options, p.requests)
 }
 
 func (p *peertube) requests(c config, domain string) []app.ResourceRequest {
@@ -138,23 +126,14 @@ func (p *peertube) requests(c config, domain string) []app.ResourceRequest {
 
 func (p *peertube) Render(_ context.Context, req app.RenderRequest) ([]app.Node, error) {
 	domain := req.Domain
-	c, err := p.decode(domain, req.Config)
+	in, err := appkit.Prepare(req, p.Options, p.requests)
 	if err != nil {
 		return nil, err
 	}
-	res, err := appkit.CheckResults(p.requests(c, domain), req.Results)
-	if err != nil {
+	c, res := in.Config, in.Results
+	secrets, db, cache, media, mail := in.Secrets, in.DB, in.Cache, in.Media, in.Mail
+	if err := appkit.RequireFiles(secrets, peertubeSecret, rootPassword); err != nil {
 		return nil, err
-	}
-	common, err := appkit.DecodeCommon(res)
-	if err != nil {
-		return nil, err
-	}
-	secrets, db, cache, media, mail := common.Secrets, common.DB, common.Cache, common.Media, common.Mail
-	for _, f := range []string{peertubeSecret, rootPassword} {
-		if secrets.Files[f].Ref == "" {
-			return nil, appkit.InvalidResult("secrets", "has no file "+f)
-		}
 	}
 	buckets := map[string]string{}
 	for _, b := range []string{bucketPlaylists, bucketWebVideos, bucketOriginals, bucketExports} {

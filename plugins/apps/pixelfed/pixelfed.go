@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	_ "embed"
-	"encoding/json"
 	"net/url"
 	"strconv"
 
@@ -77,20 +76,8 @@ func newPixelfed() *pixelfed {
 	)}
 }
 
-func (p *pixelfed) decode(domain string, raw json.RawMessage) (config, error) {
-	var c config
-	if err := appkit.CheckDomain(domain); err != nil {
-		return c, err
-	}
-	return c, p.Options.Decode(raw, &c)
-}
-
 func (p *pixelfed) Requests(_ context.Context, req app.RequestsRequest) ([]app.ResourceRequest, error) {
-	c, err := p.decode(req.Domain, req.Config)
-	if err != nil {
-		return nil, err
-	}
-	return p.requests(c, req.Domain), nil
+	return appkit.Requests(req, p.Options, p.requests)
 }
 
 func (p *pixelfed) requests(c config, domain string) []app.ResourceRequest {
@@ -120,23 +107,14 @@ func (p *pixelfed) requests(c config, domain string) []app.ResourceRequest {
 
 func (p *pixelfed) Render(_ context.Context, req app.RenderRequest) ([]app.Node, error) {
 	domain := req.Domain
-	c, err := p.decode(domain, req.Config)
+	in, err := appkit.Prepare(req, p.Options, p.requests)
 	if err != nil {
 		return nil, err
 	}
-	res, err := appkit.CheckResults(p.requests(c, domain), req.Results)
-	if err != nil {
+	c, res := in.Config, in.Results
+	secrets, db, cache, media, mail := in.Secrets, in.DB, in.Cache, in.Media, in.Mail
+	if err := appkit.RequireFiles(secrets, appKey, adminPassword); err != nil {
 		return nil, err
-	}
-	common, err := appkit.DecodeCommon(res)
-	if err != nil {
-		return nil, err
-	}
-	secrets, db, cache, media, mail := common.Secrets, common.DB, common.Cache, common.Media, common.Mail
-	for _, f := range []string{appKey, adminPassword} {
-		if secrets.Files[f].Ref == "" {
-			return nil, appkit.InvalidResult("secrets", "has no file "+f)
-		}
 	}
 	bucket, ok := media.Buckets[mediaBucket]
 	if !ok {
