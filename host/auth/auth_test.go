@@ -4,45 +4,24 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/auth"
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/internal/pgtest"
+	"github.com/fedhost/fedhost/internal/storetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func drivers(t *testing.T, test func(t *testing.T, cfg store.Config)) {
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		test(t, store.Config{Database: "sqlite", DataDir: t.TempDir()})
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		test(t, store.Config{Database: pgtest.DSN(t)})
-	})
-}
+func drivers(t *testing.T, test func(t *testing.T, cfg store.Config)) { storetest.Drivers(t, test) }
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+type clock = storetest.Clock
 
 type bundle struct {
 	svc   *auth.Service
@@ -53,19 +32,10 @@ type bundle struct {
 
 func setup(t *testing.T, cfg store.Config) bundle {
 	t.Helper()
-	st, err := store.Open(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, st.Close()) })
-	c := &clock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	st := storetest.Open(t, cfg)
+	c := storetest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	log := audit.New(st, audit.Options{Now: c.Now})
-	driver, dsn := "pgx", cfg.Database
-	if cfg.Database == "sqlite" {
-		driver, dsn = "sqlite", filepath.Join(cfg.DataDir, "fedhost.db")
-	}
-	raw, err := sql.Open(driver, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { raw.Close() })
-	return bundle{svc: auth.New(st, auth.Options{Audit: log, Now: c.Now}), log: log, clock: c, raw: raw}
+	return bundle{svc: auth.New(st, auth.Options{Audit: log, Now: c.Now}), log: log, clock: c, raw: storetest.RawDB(t, cfg)}
 }
 
 func TestPasswordHash(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/internal/pgtest"
+	"github.com/fedhost/fedhost/internal/storetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -25,19 +26,7 @@ const waitFor = 15 * time.Second
 // drivers runs test once on SQLite and once on PostgreSQL, each with a
 // freshly migrated store.
 func drivers(t *testing.T, test func(t *testing.T, st *store.Store)) {
-	for _, name := range []string{"sqlite", "postgres"} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			cfg := store.Config{Database: "sqlite", DataDir: t.TempDir()}
-			if name == "postgres" {
-				cfg = store.Config{Database: pgtest.DSN(t)}
-			}
-			st, err := store.Open(context.Background(), cfg)
-			require.NoError(t, err)
-			t.Cleanup(func() { require.NoError(t, st.Close()) })
-			test(t, st)
-		})
-	}
+	storetest.Drivers(t, func(t *testing.T, cfg store.Config) { test(t, storetest.Open(t, cfg)) })
 }
 
 var namespaces atomic.Int64

@@ -4,38 +4,24 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/internal/pgtest"
+	"github.com/fedhost/fedhost/internal/storetest"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// drivers runs test once on SQLite and once on PostgreSQL.
-func drivers(t *testing.T, test func(t *testing.T, cfg store.Config)) {
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		test(t, store.Config{Database: "sqlite", DataDir: t.TempDir()})
-	})
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		test(t, store.Config{Database: pgtest.DSN(t)})
-	})
-}
+func drivers(t *testing.T, test func(t *testing.T, cfg store.Config)) { storetest.Drivers(t, test) }
 
 func open(t *testing.T, cfg store.Config) *store.Store {
 	t.Helper()
-	st, err := store.Open(context.Background(), cfg)
-	require.NoError(t, err)
-	t.Cleanup(func() { require.NoError(t, st.Close()) })
-	return st
+	return storetest.Open(t, cfg)
 }
 
 func TestOpenMigratesAndReopens(t *testing.T) {
@@ -203,14 +189,4 @@ func requireSchemaVersion(t *testing.T, cfg store.Config, want int) {
 	require.Equal(t, want, rows, "one row per applied migration")
 }
 
-func rawDB(t *testing.T, cfg store.Config) *sql.DB {
-	t.Helper()
-	driver, dsn := "pgx", cfg.Database
-	if cfg.Database == "sqlite" {
-		driver, dsn = "sqlite", filepath.Join(cfg.DataDir, "fedhost.db")
-	}
-	db, err := sql.Open(driver, dsn)
-	require.NoError(t, err)
-	t.Cleanup(func() { db.Close() })
-	return db
-}
+func rawDB(t *testing.T, cfg store.Config) *sql.DB { return storetest.RawDB(t, cfg) }
