@@ -2,20 +2,13 @@ package ui_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/gofiber/fiber/v2"
 	"github.com/stretchr/testify/require"
 
@@ -23,98 +16,21 @@ import (
 	"github.com/fedhost/fedhost/host/auth"
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/internal/oidctest"
 	"github.com/fedhost/fedhost/ui"
 )
 
-const (
-	oidcClientID = "fedhost"
-	oidcSecret   = "client-secret-for-tests"
-	oidcButton   = "Log in with Example ID"
-)
+const oidcButton = "Log in with Example ID"
 
-// testProvider is an OpenID provider on httptest that logs in whoever it is told to:
-// /authorize redirects back at once, /token checks the PKCE verifier and signs an ID
-// token with the nonce.
-type testProvider struct {
-	srv *httptest.Server
-	key *rsa.PrivateKey
-
-	mu       sync.Mutex
-	username string
-	grants   map[string][2]string // code: nonce, code challenge
-}
-
-func newTestProvider(t *testing.T) *testProvider {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	require.NoError(t, err)
-	p := &testProvider{key: key, grants: map[string][2]string{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(map[string]any{
-			"issuer": p.srv.URL, "authorization_endpoint": p.srv.URL + "/authorize", "token_endpoint": p.srv.URL + "/token",
-			"jwks_uri": p.srv.URL + "/jwks", "id_token_signing_alg_values_supported": []string{"RS256"},
-		})
-	})
-	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
-		_ = json.NewEncoder(w).Encode(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k", Algorithm: "RS256", Use: "sig"}}})
-	})
-	mux.HandleFunc("GET /authorize", func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		code := rand.Text()
-		p.mu.Lock()
-		p.grants[code] = [2]string{q.Get("nonce"), q.Get("code_challenge")}
-		p.mu.Unlock()
-		http.Redirect(w, r, q.Get("redirect_uri")+"?"+url.Values{"code": {code}, "state": {q.Get("state")}}.Encode(), http.StatusFound)
-	})
-	mux.HandleFunc("POST /token", func(w http.ResponseWriter, r *http.Request) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		g, ok := p.grants[r.PostFormValue("code")]
-		delete(p.grants, r.PostFormValue("code"))
-		sum := sha256.Sum256([]byte(r.PostFormValue("code_verifier")))
-		if id, secret, _ := r.BasicAuth(); !ok || id != oidcClientID || secret != oidcSecret || base64.RawURLEncoding.EncodeToString(sum[:]) != g[1] {
-			w.WriteHeader(http.StatusBadRequest)
-			_ = json.NewEncoder(w).Encode(map[string]string{"error": "invalid_grant"})
-			return
-		}
-		claims, _ := json.Marshal(map[string]any{
-			"iss": p.srv.URL, "aud": oidcClientID, "sub": "s-" + p.username, "preferred_username": p.username,
-			"nonce": g[0], "iat": time.Now().Unix(), "exp": time.Now().Add(5 * time.Minute).Unix(),
-		})
-		signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: p.key}, (&jose.SignerOptions{}).WithHeader("kid", "k"))
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		signed, err := signer.Sign(claims)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		idToken, err := signed.CompactSerialize()
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"access_token": rand.Text(), "token_type": "Bearer", "id_token": idToken})
-	})
-	p.srv = httptest.NewServer(mux)
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-func (p *testProvider) as(username string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.username = username
+// as makes the provider's next log-in that of username.
+func as(p *oidctest.Provider, username string) {
+	p.As(map[string]any{"sub": "s-" + username, "preferred_username": username})
 }
 
 // oidcBundle is a UI with single sign-on through a test provider.
 type oidcBundle struct {
 	*bundle
-	p *testProvider
+	p *oidctest.Provider
 }
 
 func setupOIDC(t *testing.T) oidcBundle {
@@ -125,9 +41,9 @@ func setupOIDC(t *testing.T) oidcBundle {
 	t.Cleanup(func() { require.NoError(t, st.Close()) })
 	log := audit.New(st, audit.Options{})
 	svc := auth.New(st, auth.Options{Audit: log, Params: fastHash})
-	p := newTestProvider(t)
+	p := oidctest.New(t, time.Now)
 	o, err := auth.NewOIDC(ctx, svc, auth.OIDCConfig{
-		Issuer: p.srv.URL, ClientID: oidcClientID, ClientSecret: oidcSecret,
+		Issuer: p.URL(), ClientID: oidctest.ClientID, ClientSecret: oidctest.ClientSecret,
 		RedirectURL: "http://fedhost.test/login/oidc/callback",
 	})
 	require.NoError(t, err)
@@ -156,7 +72,7 @@ func (b oidcBundle) begin(t *testing.T, next string) *http.Request {
 	res, _ := b.do(t, httptest.NewRequest(http.MethodGet, "/login/oidc?next="+url.QueryEscape(next), nil))
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	toProvider := res.Header.Get("Location")
-	require.True(t, strings.HasPrefix(toProvider, b.p.srv.URL+"/authorize?"), toProvider)
+	require.True(t, strings.HasPrefix(toProvider, b.p.URL()+"/authorize?"), toProvider)
 	flow := cookieOf(res, "fedhost_oidc")
 	require.NotNil(t, flow)
 	require.True(t, flow.HttpOnly)
@@ -201,7 +117,7 @@ func TestOIDCButton(t *testing.T) {
 func TestOIDCLogin(t *testing.T) {
 	t.Parallel()
 	b := setupOIDC(t)
-	b.p.as("alice")
+	as(b.p, "alice")
 
 	res, _ := b.do(t, b.begin(t, "/account"))
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
@@ -224,7 +140,7 @@ func TestOIDCLogin(t *testing.T) {
 func TestOIDCLoginDefaultsToDeployments(t *testing.T) {
 	t.Parallel()
 	b := setupOIDC(t)
-	b.p.as("alice")
+	as(b.p, "alice")
 	res, _ := b.do(t, b.begin(t, "https://elsewhere.example/"))
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	require.Equal(t, "/deployments", res.Header.Get("Location"))
@@ -269,7 +185,7 @@ func TestOIDCLoginRefused(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			b := setupOIDC(t)
-			b.p.as(tt.username)
+			as(b.p, tt.username)
 			req := b.begin(t, "/deployments")
 			if tt.edit != nil {
 				req = tt.edit(req)

@@ -2,182 +2,29 @@ package auth_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/rsa"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	"github.com/go-jose/go-jose/v4"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fedhost/fedhost/host/auth"
 	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/internal/oidctest"
 )
 
 const (
-	testClientID     = "fedhost"
-	testClientSecret = "client-secret-for-tests"
+	testClientID     = oidctest.ClientID
+	testClientSecret = oidctest.ClientSecret
 	testRedirectURL  = "http://fedhost.test/login/oidc/callback"
 )
-
-// provider is an OpenID provider on httptest: discovery, JWKS with one RSA key,
-// /authorize that redirects back with a code at once, and /token that honours the
-// PKCE verifier and puts the nonce in the ID token it signs.
-type provider struct {
-	srv *httptest.Server
-	key *rsa.PrivateKey
-	now func() time.Time
-
-	mu sync.Mutex
-	// claims are the ID token claims of the next log-in, besides iss, aud, exp, iat and nonce.
-	claims map[string]any
-	// tamper, when set, changes the ID token's claims before they are signed.
-	tamper func(map[string]any)
-	grants map[string]grant
-	// issued is every code and ID token handed out, to check none reaches the audit trail.
-	issued []string
-}
-
-type grant struct {
-	nonce, challenge, redirectURI string
-	claims                        map[string]any
-}
-
-func newProvider(t *testing.T, now func() time.Time) *provider {
-	t.Helper()
-	key, err := rsa.GenerateKey(rand.Reader, 2048)
-	require.NoError(t, err)
-	p := &provider{key: key, now: now, grants: map[string]grant{}}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /.well-known/openid-configuration", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]any{
-			"issuer":                                p.srv.URL,
-			"authorization_endpoint":                p.srv.URL + "/authorize",
-			"token_endpoint":                        p.srv.URL + "/token",
-			"jwks_uri":                              p.srv.URL + "/jwks",
-			"response_types_supported":              []string{"code"},
-			"subject_types_supported":               []string{"public"},
-			"id_token_signing_alg_values_supported": []string{"RS256"},
-			"code_challenge_methods_supported":      []string{"S256"},
-		})
-	})
-	mux.HandleFunc("GET /jwks", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "test", Algorithm: "RS256", Use: "sig"}}})
-	})
-	mux.HandleFunc("GET /authorize", p.authorize)
-	mux.HandleFunc("POST /token", p.token)
-	p.srv = httptest.NewServer(mux)
-	t.Cleanup(p.srv.Close)
-	return p
-}
-
-// as makes the next log-in that of the user with these claims.
-func (p *provider) as(claims map[string]any) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.claims = claims
-}
-
-func (p *provider) setTamper(f func(map[string]any)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.tamper = f
-}
-
-func (p *provider) authorize(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	if q.Get("response_type") != "code" || q.Get("client_id") != testClientID || q.Get("code_challenge_method") != "S256" ||
-		q.Get("code_challenge") == "" || q.Get("nonce") == "" || !strings.Contains(q.Get("scope"), "openid") {
-		http.Error(w, "bad authorization request: "+r.URL.RawQuery, http.StatusBadRequest)
-		return
-	}
-	code := rand.Text()
-	p.mu.Lock()
-	p.grants[code] = grant{nonce: q.Get("nonce"), challenge: q.Get("code_challenge"), redirectURI: q.Get("redirect_uri"), claims: p.claims}
-	p.issued = append(p.issued, code)
-	p.mu.Unlock()
-	back, err := url.Parse(q.Get("redirect_uri"))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	v := back.Query()
-	v.Set("code", code)
-	v.Set("state", q.Get("state"))
-	back.RawQuery = v.Encode()
-	http.Redirect(w, r, back.String(), http.StatusFound)
-}
-
-func (p *provider) token(w http.ResponseWriter, r *http.Request) {
-	id, secret, ok := r.BasicAuth()
-	if !ok {
-		id, secret = r.PostFormValue("client_id"), r.PostFormValue("client_secret")
-	}
-	if id != testClientID || secret != testClientSecret {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_client"})
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	g, ok := p.grants[r.PostFormValue("code")]
-	delete(p.grants, r.PostFormValue("code"))
-	sum := sha256.Sum256([]byte(r.PostFormValue("code_verifier")))
-	if !ok || r.PostFormValue("grant_type") != "authorization_code" || r.PostFormValue("redirect_uri") != g.redirectURI ||
-		base64.RawURLEncoding.EncodeToString(sum[:]) != g.challenge {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid_grant"})
-		return
-	}
-	now := p.now()
-	claims := map[string]any{"iss": p.srv.URL, "aud": testClientID, "iat": now.Unix(), "exp": now.Add(5 * time.Minute).Unix(), "nonce": g.nonce}
-	for k, v := range g.claims {
-		claims[k] = v
-	}
-	if p.tamper != nil {
-		p.tamper(claims)
-	}
-	payload, err := json.Marshal(claims)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: p.key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "test"))
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	signed, err := signer.Sign(payload)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	idToken, err := signed.CompactSerialize()
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	access := rand.Text()
-	p.issued = append(p.issued, idToken, access)
-	writeJSON(w, http.StatusOK, map[string]any{"access_token": access, "token_type": "Bearer", "expires_in": 300, "id_token": idToken})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
 
 // oidcBundle is a Service on SQLite with an OIDC on a test provider.
 type oidcBundle struct {
 	bundle
-	p    *provider
+	p    *oidctest.Provider
 	oidc *auth.OIDC
 }
 
@@ -185,8 +32,8 @@ func setupOIDC(t *testing.T, edit func(*auth.OIDCConfig)) oidcBundle {
 	t.Helper()
 	// The provider works the same whatever the store, so SQLite alone is enough.
 	b := setup(t, store.Config{Database: "sqlite", DataDir: t.TempDir()})
-	p := newProvider(t, b.clock.Now)
-	cfg := auth.OIDCConfig{Issuer: p.srv.URL, ClientID: testClientID, ClientSecret: testClientSecret, RedirectURL: testRedirectURL}
+	p := oidctest.New(t, b.clock.Now)
+	cfg := auth.OIDCConfig{Issuer: p.URL(), ClientID: testClientID, ClientSecret: testClientSecret, RedirectURL: testRedirectURL}
 	if edit != nil {
 		edit(&cfg)
 	}
@@ -254,7 +101,7 @@ func TestOIDCKnownUser(t *testing.T) {
 	require.NoError(t, err)
 
 	// Names are lowercase in fedhost: the provider's "Alice" is the account alice.
-	b.p.as(map[string]any{"sub": "u-1", "preferred_username": "Alice"})
+	b.p.As(map[string]any{"sub": "u-1", "preferred_username": "Alice"})
 	got, err := b.login(t, nil)
 	require.NoError(t, err)
 	require.Equal(t, alice.ID, got.ID)
@@ -271,10 +118,8 @@ func TestOIDCKnownUser(t *testing.T) {
 	// Neither a code nor a token reaches the audit trail.
 	dump, err := json.Marshal(b.events(t))
 	require.NoError(t, err)
-	b.p.mu.Lock()
-	defer b.p.mu.Unlock()
-	require.NotEmpty(t, b.p.issued)
-	for _, secret := range append(b.p.issued, testClientSecret) {
+	require.NotEmpty(t, b.p.Issued())
+	for _, secret := range append(b.p.Issued(), testClientSecret) {
 		require.NotContains(t, string(dump), secret)
 	}
 }
@@ -285,12 +130,12 @@ func TestOIDCUsernameClaim(t *testing.T) {
 	carol, _, err := b.svc.CreateUser(context.Background(), "carol@example.org", false)
 	require.NoError(t, err)
 
-	b.p.as(map[string]any{"sub": "u-3", "preferred_username": "alice", "email": "carol@example.org"})
+	b.p.As(map[string]any{"sub": "u-3", "preferred_username": "alice", "email": "carol@example.org"})
 	got, err := b.login(t, nil)
 	require.NoError(t, err)
 	require.Equal(t, carol.ID, got.ID)
 
-	b.p.as(map[string]any{"sub": "u-4", "preferred_username": "dave"})
+	b.p.As(map[string]any{"sub": "u-4", "preferred_username": "dave"})
 	_, err = b.login(t, nil)
 	require.ErrorIs(t, err, auth.ErrOIDCRefused)
 	require.ErrorContains(t, err, `the ID token has no "email" claim`)
@@ -304,7 +149,7 @@ func TestOIDCUnknownUser(t *testing.T) {
 	t.Run("refused", func(t *testing.T) {
 		t.Parallel()
 		b := setupOIDC(t, nil)
-		b.p.as(map[string]any{"sub": "u-2", "preferred_username": "mallory"})
+		b.p.As(map[string]any{"sub": "u-2", "preferred_username": "mallory"})
 		_, err := b.login(t, nil)
 		require.ErrorIs(t, err, auth.ErrOIDCRefused)
 		require.EqualError(t, err, `single sign-on refused: there is no fedhost account named "mallory": ask a superuser to create it, then log in again`)
@@ -317,7 +162,7 @@ func TestOIDCUnknownUser(t *testing.T) {
 	t.Run("created with create_users", func(t *testing.T) {
 		t.Parallel()
 		b := setupOIDC(t, func(c *auth.OIDCConfig) { c.CreateUsers = true })
-		b.p.as(map[string]any{"sub": "u-2", "preferred_username": "newbie"})
+		b.p.As(map[string]any{"sub": "u-2", "preferred_username": "newbie"})
 		got, err := b.login(t, nil)
 		require.NoError(t, err)
 		require.Equal(t, "newbie", got.Name)
@@ -343,7 +188,7 @@ func TestOIDCUnknownUser(t *testing.T) {
 	t.Run("a name fedhost cannot have", func(t *testing.T) {
 		t.Parallel()
 		b := setupOIDC(t, func(c *auth.OIDCConfig) { c.CreateUsers = true })
-		b.p.as(map[string]any{"sub": "u-9", "preferred_username": "Eve Smith"})
+		b.p.As(map[string]any{"sub": "u-9", "preferred_username": "Eve Smith"})
 		_, err := b.login(t, nil)
 		require.ErrorIs(t, err, auth.ErrOIDCRefused)
 		require.ErrorContains(t, err, `"Eve Smith" (claim preferred_username) cannot be a fedhost user name`)
@@ -411,8 +256,8 @@ func TestOIDCRefusals(t *testing.T) {
 			b := setupOIDC(t, nil)
 			_, _, err := b.svc.CreateUser(context.Background(), "alice", false)
 			require.NoError(t, err)
-			b.p.as(map[string]any{"sub": "u-1", "preferred_username": "alice"})
-			b.p.setTamper(tt.tamper)
+			b.p.As(map[string]any{"sub": "u-1", "preferred_username": "alice"})
+			b.p.SetTamper(tt.tamper)
 
 			_, err = b.login(t, tt.edit)
 			require.ErrorIs(t, err, auth.ErrOIDCRefused)
@@ -429,7 +274,7 @@ func TestOIDCWrongVerifier(t *testing.T) {
 	b := setupOIDC(t, nil)
 	_, _, err := b.svc.CreateUser(context.Background(), "alice", false)
 	require.NoError(t, err)
-	b.p.as(map[string]any{"sub": "u-1", "preferred_username": "alice"})
+	b.p.As(map[string]any{"sub": "u-1", "preferred_username": "alice"})
 
 	// The code of one log-in with the verifier of another: the provider refuses it.
 	authURL, state, nonce, _ := b.oidc.AuthURL()
@@ -453,7 +298,7 @@ func TestOIDCDisabledUser(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, b.svc.SetDisabled(ctx, "alice", true))
 
-	b.p.as(map[string]any{"sub": "u-1", "preferred_username": "alice"})
+	b.p.As(map[string]any{"sub": "u-1", "preferred_username": "alice"})
 	_, err = b.login(t, nil)
 	require.ErrorIs(t, err, auth.ErrOIDCRefused)
 	require.EqualError(t, err, `single sign-on refused: the fedhost account "alice" is disabled: ask a superuser to enable it`)
@@ -470,7 +315,7 @@ func TestOIDCSuperuserGroup(t *testing.T) {
 		u, _, err := b.svc.CreateUser(ctx, "alice", false)
 		require.NoError(t, err)
 
-		b.p.as(map[string]any{"sub": "u-1", "preferred_username": "alice", "groups": []string{"staff", "fedhost-admins"}})
+		b.p.As(map[string]any{"sub": "u-1", "preferred_username": "alice", "groups": []string{"staff", "fedhost-admins"}})
 		got, err := b.login(t, nil)
 		require.NoError(t, err)
 		require.True(t, got.Superuser)
@@ -479,7 +324,7 @@ func TestOIDCSuperuserGroup(t *testing.T) {
 		require.True(t, b.sessionUser(t, got.ID).Superuser, "stored, not only returned")
 
 		// Out of the group at the provider: no longer a superuser at the next log-in.
-		b.p.as(map[string]any{"sub": "u-1", "preferred_username": "alice", "groups": []string{"staff"}})
+		b.p.As(map[string]any{"sub": "u-1", "preferred_username": "alice", "groups": []string{"staff"}})
 		got, err = b.login(t, nil)
 		require.NoError(t, err)
 		require.False(t, got.Superuser)
@@ -491,7 +336,7 @@ func TestOIDCSuperuserGroup(t *testing.T) {
 	t.Run("created as a member", func(t *testing.T) {
 		t.Parallel()
 		b := setupOIDC(t, func(c *auth.OIDCConfig) { c.SuperuserGroup, c.CreateUsers = "fedhost-admins", true })
-		b.p.as(map[string]any{"sub": "u-5", "preferred_username": "root2", "groups": "fedhost-admins"})
+		b.p.As(map[string]any{"sub": "u-5", "preferred_username": "root2", "groups": "fedhost-admins"})
 		got, err := b.login(t, nil)
 		require.NoError(t, err)
 		require.True(t, got.Superuser)
@@ -502,7 +347,7 @@ func TestOIDCSuperuserGroup(t *testing.T) {
 		b := setupOIDC(t, nil)
 		_, _, err := b.svc.CreateUser(ctx, "root", true)
 		require.NoError(t, err)
-		b.p.as(map[string]any{"sub": "u-6", "preferred_username": "root", "groups": []string{}})
+		b.p.As(map[string]any{"sub": "u-6", "preferred_username": "root", "groups": []string{}})
 		got, err := b.login(t, nil)
 		require.NoError(t, err)
 		require.True(t, got.Superuser)
