@@ -18,18 +18,15 @@
 package pgtest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +36,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/fedhost/fedhost/internal/child"
 )
 
 // superuser is the role initdb creates; every test database is owned by it.
@@ -104,7 +103,7 @@ type server struct {
 	port     int
 	password string
 	cmd      *exec.Cmd
-	exited   chan struct{} // closed when the postmaster has exited
+	exited   <-chan struct{} // closed when the postmaster has exited
 }
 
 func (s *server) dsn(database string) string {
@@ -249,7 +248,7 @@ func reachable(dir string, uid, gid int) error {
 // run starts the postmaster as a direct child that the kernel kills when the
 // test process dies, and waits until it accepts connections.
 func (s *server) run(bin string, cred *syscall.Credential) error {
-	port, err := freePort()
+	port, err := child.FreePort()
 	if err != nil {
 		return err
 	}
@@ -274,25 +273,11 @@ func (s *server) run(bin string, cred *syscall.Credential) error {
 	s.cmd.Stdout = logFile
 	s.cmd.Stderr = logFile
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	s.exited = make(chan struct{})
-
-	// Pdeathsig fires when the thread that forked the child exits, not the
-	// process: keep that thread locked and alive for the server's lifetime.
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		if err := s.cmd.Start(); err != nil {
-			started <- err
-			close(s.exited)
-			return
-		}
-		started <- nil
-		s.cmd.Wait()
-		close(s.exited)
-	}()
-	if err := <-started; err != nil {
+	exited, err := child.Start(s.cmd)
+	if err != nil {
 		return fmt.Errorf("starting postgres: %w", err)
 	}
+	s.exited = exited
 
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -305,31 +290,14 @@ func (s *server) run(bin string, cred *syscall.Credential) error {
 		}
 		select {
 		case <-s.exited:
-			return fmt.Errorf("postgres exited during startup:\n%s", tail(logPath))
+			return fmt.Errorf("postgres exited during startup:\n%s", child.Tail(logPath, 40))
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			s.kill()
-			return fmt.Errorf("postgres did not accept connections within 30s: %v\n%s", err, tail(logPath))
+			return fmt.Errorf("postgres did not accept connections within 30s: %v\n%s", err, child.Tail(logPath, 40))
 		}
 	}
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(bytes.TrimSpace(b))
 }
 
 // kill does what `pg_ctl stop -m immediate` does: SIGQUIT to the postmaster,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fedhost/fedhost/internal/child"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/contract"
 	"github.com/fedhost/fedhost/sdk/resource"
@@ -225,7 +226,7 @@ func (p *provider) result(ctx context.Context, n *node, pl plan, secrets map[str
 		}
 		res.Message = scrub(fmt.Sprintf("%s: %s", why, orElse(sn.lastErr, "no check passed")), secrets)
 		data, _ := json.Marshal(res)
-		stderr := scrub(tail(filepath.Join(n.workdir, "logs", "stderr.log"), 20), secrets)
+		stderr := scrub(child.Tail(filepath.Join(n.workdir, "logs", "stderr.log"), 20), secrets)
 		return resource.Result{Data: data}, sdk.Errorf(sdk.CodeInternal, "node %s/%s: %s; last lines of its stderr:\n%s", n.tenant, n.instance, res.Message, stderr)
 	}
 	data, err := json.Marshal(res)

@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +20,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fedhost/fedhost/internal/child"
 	"github.com/fedhost/fedhost/sdk"
 )
 
@@ -50,7 +50,7 @@ type cluster struct {
 	pid      int
 	// exited is closed when the postmaster has exited; it is nil for a postmaster of a
 	// previous run that the plugin adopted, which it can only poll.
-	exited   chan struct{}
+	exited   <-chan struct{}
 	stopOnce sync.Once
 }
 
@@ -141,7 +141,7 @@ func startCluster(ctx context.Context, dir, binDir string) (*cluster, error) {
 	firstStart := c.port == 0
 	for attempt := 1; ; attempt++ {
 		if firstStart {
-			if c.port, err = freePort(); err != nil {
+			if c.port, err = child.FreePort(); err != nil {
 				return nil, err
 			}
 		}
@@ -282,22 +282,8 @@ func (c *cluster) run(ctx context.Context, bin string, owner *osUser) error {
 	// SIGINT is a fast shutdown: when the plugin dies the server ends its sessions and
 	// stops cleanly. Its own process group keeps a terminal's ^C off it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: owner.credential(), Pdeathsig: syscall.SIGINT, Setpgid: true}
-	exited := make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that forked the child ends, not the process:
-		// this thread lives as long as the postmaster.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(exited)
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	if err := <-started; err != nil {
+	exited, err := child.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("starting postgres: %w", err)
 	}
 	c.pid, c.exited = cmd.Process.Pid, exited
@@ -313,7 +299,7 @@ func (c *cluster) run(ctx context.Context, bin string, owner *osUser) error {
 		if !gone() {
 			c.stop()
 		}
-		return fmt.Errorf("%w\nlast lines of %s:\n%s", err, logPath, tail(logPath))
+		return fmt.Errorf("%w\nlast lines of %s:\n%s", err, logPath, child.Tail(logPath, 40))
 	}
 	return nil
 }
@@ -377,23 +363,6 @@ func (c *cluster) stop() {
 		}
 		log.Info("managed PostgreSQL cluster stopped", "dir", c.dir)
 	})
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port for the managed cluster: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 4000 {
-		b = b[len(b)-4000:]
-	}
-	return string(bytes.TrimSpace(b))
 }
 
 // newPassword is the superuser's password: 26 characters of crypto/rand base32.

@@ -5,11 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +15,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fedhost/fedhost/internal/child"
 )
 
 // testServer is the redis-server every test of this binary shares: started by TestMain
@@ -51,12 +51,10 @@ func startRedis(dir string) (stop func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("redis-server is not installed: apt-get install redis-server (Debian package redis-server)")
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := child.FreePort()
 	if err != nil {
 		return nil, err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	pw := make([]byte, 16)
 	rand.Read(pw)
 	testServer.addr = fmt.Sprintf("127.0.0.1:%d", port)
@@ -86,21 +84,8 @@ func startRedis(dir string) (stop func(), err error) {
 
 	cmd := exec.Command(bin, testServer.configFile)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	exited := make(chan struct{})
-	started := make(chan error, 1)
-	// Pdeathsig fires when the thread that forked the child ends: keep it alive.
-	go func() {
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(exited)
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	if err := <-started; err != nil {
+	exited, err := child.Start(cmd)
+	if err != nil {
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
 	stop = func() {

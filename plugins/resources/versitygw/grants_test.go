@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fedhost/fedhost/internal/child"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/resource"
 )
@@ -272,7 +273,7 @@ func TestConfigureErrorsHideTheSecret(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	wrong := "wrong-" + newSecret()
-	dead, err := freePort()
+	dead, err := child.FreePort()
 	require.NoError(t, err)
 	for name, tc := range map[string]struct {
 		settings map[string]any

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fedhost/fedhost/internal/child"
 	"github.com/fedhost/fedhost/sdk/contract"
 )
 
@@ -76,7 +77,7 @@ func startTestServer(dir string) (*testServer, error) {
 			return nil, err
 		}
 	}
-	port, err := freePort()
+	port, err := child.FreePort()
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fedhost/fedhost/internal/child"
 	"github.com/fedhost/fedhost/sdk"
 )
 
@@ -47,7 +46,7 @@ type managedGateway struct {
 	port        int
 	creds       aws.Credentials
 	cmd         *exec.Cmd
-	exited      chan struct{}
+	exited      <-chan struct{}
 	stopOnce    sync.Once
 }
 
@@ -158,7 +157,7 @@ func startManaged(ctx context.Context, dir, binary, region string, creds *aws.Cr
 	// run can still hold the recorded one for a moment: try a few times.
 	for attempt := 1; ; attempt++ {
 		if firstStart {
-			if m.port, err = freePort(); err != nil {
+			if m.port, err = child.FreePort(); err != nil {
 				return nil, err
 			}
 		}
@@ -222,28 +221,14 @@ func (m *managedGateway) run(ctx context.Context, region string) error {
 	cmd.Dir = m.dir
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM, Setpgid: true}
-	exited := make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		// Pdeathsig fires when the thread that forked the child ends, not the process:
-		// this thread lives as long as the gateway.
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			close(exited)
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		close(exited)
-	}()
-	if err := <-started; err != nil {
+	exited, err := child.Start(cmd)
+	if err != nil {
 		return fmt.Errorf("starting %s: %w", m.binary, err)
 	}
 	m.cmd, m.exited = cmd, exited
 	if err := m.waitReady(ctx); err != nil {
 		m.stop()
-		return fmt.Errorf("%w\nlast lines of %s:\n%s", err, logPath, tail(logPath))
+		return fmt.Errorf("%w\nlast lines of %s:\n%s", err, logPath, child.Tail(logPath, 20))
 	}
 	return nil
 }
@@ -299,26 +284,4 @@ func (m *managedGateway) stop() {
 		}
 		hclog.Default().Info("managed versitygw stopped", "dir", m.dir)
 	})
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port for the managed gateway: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-// tail returns the last lines of a log file.
-func tail(path string) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := bytes.Split(bytes.TrimSpace(b), []byte("\n"))
-	if len(lines) > 20 {
-		lines = lines[len(lines)-20:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
 }
