@@ -81,8 +81,9 @@ func (u *UI) configure(c *fiber.Ctx, s *session) error {
 	raw, err := form.Decode(cat.Schema(), formValues(c))
 	var fe *form.Error
 	if errors.As(err, &fe) {
-		return u.showConfigure(c, s, d, fiber.StatusBadRequest, configureState{value: json.RawMessage(d.Config), errs: fe.Fields,
-			message: "Some values could not be read; they are marked below, next to the stored configuration. Correct them and send again."})
+		// What did parse is shown as it was sent; the marked fields need correcting.
+		return u.showConfigure(c, s, d, fiber.StatusBadRequest, configureState{value: raw, errs: fe.Fields,
+			message: "Some values could not be read; they are marked below. Correct them and send again."})
 	}
 	if err != nil {
 		return err

@@ -32,7 +32,9 @@ func (e *Error) Error() string {
 // wrote: numbers parsed, booleans from their switch and hidden input, empty fields left
 // out (so the default applies, and a writeOnly value left empty keeps the stored secret),
 // list rows in index order. Names that are not fields of the schema (a CSRF token) are
-// ignored. A value that does not parse is an *Error naming its pointer.
+// ignored. A value that does not parse is an *Error naming its pointer; the document is
+// then still returned, with every value that did parse, so that a page can show the
+// submission again without losing what was typed.
 func Decode(schemaJSON json.RawMessage, form url.Values) (json.RawMessage, error) {
 	root, err := compile(schemaJSON)
 	if err != nil {
@@ -43,12 +45,12 @@ func Decode(schemaJSON json.RawMessage, form url.Values) (json.RawMessage, error
 	if !ok {
 		v = map[string]any{}
 	}
-	if len(d.errs) > 0 {
-		return nil, &Error{Fields: d.errs}
-	}
 	out, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
+	}
+	if len(d.errs) > 0 {
+		return out, &Error{Fields: d.errs}
 	}
 	return out, nil
 }

@@ -645,3 +645,37 @@ func renderNode(t *testing.T, n *html.Node) string {
 	}
 	return b.String()
 }
+
+// A value that does not parse does not lose the others: the document comes back with
+// every value that parsed, for the page to show again.
+func TestDecodeErrorKeepsWhatParsed(t *testing.T) {
+	t.Parallel()
+	got, err := form.Decode(deploymentSchema(t, "miniflux"), url.Values{
+		"/domain":                                {"example.org"},
+		"/apps/miniflux/options/pollingFrequency": {"hourly"},
+		"/apps/miniflux/options/batchSize":        {"250"},
+		"/apps/miniflux/options/logLevel":         {"debug"},
+	})
+	var fe *form.Error
+	if !errors.As(err, &fe) {
+		t.Fatalf("error %v, want a *form.Error", err)
+	}
+	var doc struct {
+		Domain string `json:"domain"`
+		Apps   struct {
+			Miniflux struct {
+				Options map[string]any `json:"options"`
+			} `json:"miniflux"`
+		} `json:"apps"`
+	}
+	if err := json.Unmarshal(got, &doc); err != nil {
+		t.Fatalf("%s: %v", got, err)
+	}
+	opts := doc.Apps.Miniflux.Options
+	if doc.Domain != "example.org" || opts["batchSize"] != float64(250) || opts["logLevel"] != "debug" {
+		t.Errorf("what parsed is lost: %s", got)
+	}
+	if _, ok := opts["pollingFrequency"]; ok {
+		t.Errorf("the value that did not parse is in the document: %s", got)
+	}
+}
