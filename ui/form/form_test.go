@@ -651,7 +651,7 @@ func renderNode(t *testing.T, n *html.Node) string {
 func TestDecodeErrorKeepsWhatParsed(t *testing.T) {
 	t.Parallel()
 	got, err := form.Decode(deploymentSchema(t, "miniflux"), url.Values{
-		"/domain":                                {"example.org"},
+		"/domain": {"example.org"},
 		"/apps/miniflux/options/pollingFrequency": {"hourly"},
 		"/apps/miniflux/options/batchSize":        {"250"},
 		"/apps/miniflux/options/logLevel":         {"debug"},
