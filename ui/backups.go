@@ -98,13 +98,19 @@ func (u *UI) backups(c *fiber.Ctx, s *session) error {
 	list, err := u.snapshots(s.ctx, d.ID, app)
 	if err != nil {
 		var de *deploy.Error
-		if !errors.As(err, &de) {
+		data.Unlisted = true
+		switch {
+		case errors.As(err, &de) && de.Code == deploy.CodeUnavailable:
 			// The repository did not answer: say so on the page, which still backs up.
-			code = fiber.StatusBadGateway
-		} else {
+			code = fiber.StatusServiceUnavailable
+			message = strings.ToUpper(de.Message[:1]) + de.Message[1:] + ". If it keeps failing, tell your hosting provider."
+		case de != nil:
 			code = fiber.StatusConflict
+			message = "The backups could not be listed: " + messageOf(err) + "."
+		default:
+			code = fiber.StatusServiceUnavailable
+			message = "The backups could not be listed: " + messageOf(err) + ". Reload the page to try again; if it keeps failing, tell your hosting provider."
 		}
-		data.Unlisted, message = true, "The backups could not be listed: "+messageOf(err)+". Reload the page to try again; if it keeps failing, tell your hosting provider."
 	}
 	data.Snapshots = slices.Clone(list)
 	slices.SortStableFunc(data.Snapshots, func(a, b backup.Snapshot) int { return b.Time.Compare(a.Time) })

@@ -253,10 +253,16 @@ func TestBackupsPageListsNewestFirst(t *testing.T) {
 
 	list, listErr = nil, errors.New("restic snapshots: s3.example.org: no such host")
 	res, body = alice.get(t, path)
-	require.Equal(t, http.StatusBadGateway, res.StatusCode)
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
 	require.Contains(t, body, "The backups could not be listed: restic snapshots: s3.example.org: no such host.")
 	require.NotContains(t, body, "has no backups yet", "a failed listing is not an empty one")
 	require.Contains(t, body, `<form method="post" action="`+path+`"`, "a backup can be taken all the same")
+
+	// As the engine says it: the repository did not answer.
+	list, listErr = nil, &deploy.Error{Code: deploy.CodeUnavailable, Message: "the backups of miniflux could not be listed: restic: timeout; try again later"}
+	res, body = alice.get(t, path)
+	require.Equal(t, http.StatusServiceUnavailable, res.StatusCode)
+	require.Contains(t, body, "The backups of miniflux could not be listed: restic: timeout; try again later. If it keeps failing, tell your hosting provider.")
 
 	res, body = b.as(t, "bob").get(t, path)
 	require.Equal(t, http.StatusForbidden, res.StatusCode)

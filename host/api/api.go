@@ -38,6 +38,7 @@ var statusOf = map[string]int{
 	deploy.CodeNotFound:             fiber.StatusNotFound,
 	deploy.CodeConflict:             fiber.StatusConflict,
 	deploy.CodeQueueFull:            fiber.StatusConflict,
+	deploy.CodeUnavailable:          fiber.StatusServiceUnavailable,
 	"build_timeout":                 fiber.StatusGatewayTimeout,
 }
 

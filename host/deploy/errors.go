@@ -8,6 +8,9 @@ const (
 	CodeQueueFull            = "queue_full"
 	CodeConflict             = "conflict"
 	CodeNotFound             = "not_found"
+	// CodeUnavailable: a service fedhost needs (the backup repository) did not answer;
+	// nothing changed, and the same call may work later.
+	CodeUnavailable = "unavailable"
 )
 
 // Error is a refusal of a call, before anything changed. Location is the JSON pointer of

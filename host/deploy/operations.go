@@ -79,7 +79,12 @@ func (e *Engine) Backups(ctx context.Context, id, app string) ([]backup.Snapshot
 	if err != nil {
 		return nil, err
 	}
-	return backup.Snapshots(ctx, t)
+	list, err := backup.Snapshots(ctx, t)
+	if err != nil {
+		// The error names the repository and restic's words, never its password or key.
+		return nil, refuse(CodeUnavailable, "", "the backups of %s could not be listed: %v; try again later", app, err)
+	}
+	return list, nil
 }
 
 // operate runs a backup or a restore build.
