@@ -47,7 +47,8 @@ type BackupStatus struct {
 	LastError string `json:"last_error,omitempty"`
 	Failures  int    `json:"failures"`
 	// Stale is set when the last good backup (or, before any, the start of the app's
-	// backups) is older than StaleAfter while the deployment is active.
+	// backups) is older than StaleAfter while the deployment is backed up (active, or
+	// failed).
 	Stale bool `json:"stale"`
 }
 
@@ -118,8 +119,8 @@ func (e *Engine) BackupStatuses(ctx context.Context, d store.Deployment) ([]Back
 			s.LastError, s.Failures = rec.LastError, rec.Failures
 			next := schedule.Next(scheduleBase(rec)).UTC()
 			s.NextAt = &next
-			s.Stale = d.State == StateActive && stale(rec, now)
-		} else if d.State == StateActive {
+			s.Stale = backedUp(d.State) && stale(rec, now)
+		} else if backedUp(d.State) {
 			next := schedule.Next(now).UTC()
 			s.NextAt = &next
 		}
@@ -127,6 +128,11 @@ func (e *Engine) BackupStatuses(ctx context.Context, d store.Deployment) ([]Back
 	}
 	return out, nil
 }
+
+// backedUp says whether the schedule backs up a deployment in state: an active one, and
+// a failed one, whose data is there all the same (its last build failed, its apps may
+// well run). A suspended one's data does not change; a new one has none.
+func backedUp(state string) bool { return state == StateActive || state == StateFailed }
 
 // scheduleBase is the time an app's schedule counts from: its last backup, or when its
 // backups started.
@@ -145,8 +151,8 @@ func stale(rec store.AppBackup, now time.Time) bool {
 	return now.Sub(good) > StaleAfter
 }
 
-// RunBackups queues the backups that are due at now: each app with data in an active
-// deployment whose schedule fired since its last backup, or since its backups started.
+// RunBackups queues the backups that are due at now: each app with data in an active (or
+// failed) deployment whose schedule fired since its last backup, or since its backups started.
 // What is due is read from the database, so a backup missed while no fedhost ran is
 // taken at the next tick. A deployment runs one build at a time: one backup is queued
 // per deployment and tick, and one that cannot be queued now is tried at the next tick.
@@ -185,7 +191,7 @@ func (e *Engine) runBackups(ctx context.Context, now time.Time, ds []store.Deplo
 	var queued []store.Build
 	var errs []error
 	for _, d := range ds {
-		if d.State != StateActive {
+		if !backedUp(d.State) {
 			continue
 		}
 		for _, app := range backupApps(byDeployment[d.ID]) {

@@ -183,3 +183,23 @@ func BenchmarkEngineTick(b *testing.B) {
 		require.NoError(b, e.Tick(ctx, now))
 	}
 }
+
+// A deployment whose last build failed still holds its data: it is backed up, and shows
+// stale, as an active one.
+func TestFailedDeploymentsAreBackedUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
+	e, d := newBackupEngine(t, &now)
+	require.NoError(t, e.opts.Store.UpdateDeployment(ctx, d.ID, map[string]any{"state": StateFailed}))
+	d.State = StateFailed
+	_, err := e.RunBackups(ctx, now)
+	require.NoError(t, err)
+	now = now.Add(40 * time.Hour)
+	statuses, err := e.BackupStatuses(ctx, d)
+	require.NoError(t, err)
+	require.True(t, statuses[0].Stale)
+	queued, err := e.RunBackups(ctx, now)
+	require.NoError(t, err)
+	require.Len(t, queued, 1)
+}
