@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -90,7 +92,7 @@ func (e *env) serve(ctx context.Context) error {
 		{ID: "scheduler-tick", Schedule: "@every " + cfg.UpdateCheckInterval, Run: engine.Tick},
 		{ID: "retention", Schedule: "@hourly", Run: engine.RunRetention},
 	}
-	q, err := queue.New(st, queue.Config{Builder: engine, Logger: slogFrom(log.Named("queue")), Periodic: periodic})
+	q, err := queue.New(st, queue.Config{Builder: engine, Logger: slogFrom(log.Named("queue")), Periodic: periodic, ClientID: clientID(cfg)})
 	if err != nil {
 		return err
 	}
@@ -172,6 +174,21 @@ func newOperatorOIDC(ctx context.Context, o *config.OperatorOIDC, accounts *auth
 		return nil, fmt.Errorf("operator_oidc: %w", err)
 	}
 	return oidc, nil
+}
+
+// clientID names this fedhost among the processes on its database: the machine and the
+// data directory, which two running processes cannot share, and which stay the same
+// across a restart, so that it finds the builds it left running itself.
+func clientID(cfg *config.Config) string {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "localhost"
+	}
+	dir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		dir = cfg.DataDir
+	}
+	return "fedhost@" + host + ":" + dir
 }
 
 // keepAudit writes the counts of rate-limited refusals as their windows end. (Pruning

@@ -329,7 +329,8 @@ func (e *Engine) storedRefs(d store.Deployment) map[string]string {
 	return refs
 }
 
-// FailLost marks builds whose process ended as failed; call it once at start.
+// FailLost marks failed the builds this process left running when it last ended (see
+// queue.Config.ClientID); call it once at start.
 func (e *Engine) FailLost(ctx context.Context) error {
 	ids, err := e.queue.FailLost(ctx)
 	if err != nil {

@@ -71,25 +71,37 @@ func TestPeriodicJobScheduleIsChecked(t *testing.T) {
 }
 
 // A periodic job running when its process was killed would block its next runs until
-// River's rescuer took it back an hour later; FailLost at start cancels it.
-func TestFailLostCancelsAPeriodicJobLeftRunning(t *testing.T) {
+// River's rescuer took it back an hour later; FailLost at start cancels it, and only the
+// jobs this process (its client ID) left running: another host's are its own.
+func TestFailLostCancelsOnlyThisProcesssJobs(t *testing.T) {
 	drivers(t, func(t *testing.T, st *store.Store) {
 		q, err := New(st, Config{
+			ClientID: "fedhost-a",
 			Builder:  BuilderFunc(func(context.Context, string, func(string, string)) error { return nil }),
 			Logger:   slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})),
-			Periodic: []Periodic{{ID: "tick", Schedule: "@every 1s", Run: func(context.Context, time.Time) error { return nil }}},
+			Periodic: []Periodic{
+				{ID: "tick", Schedule: "@every 1s", Run: func(context.Context, time.Time) error { return nil }},
+				{ID: "retention", Schedule: "@hourly", Run: func(context.Context, time.Time) error { return nil }},
+			},
 		})
 		require.NoError(t, err)
 		ctx := context.Background()
-		res, err := q.client.Insert(ctx, periodicArgs{ID: "tick"}, nil)
-		require.NoError(t, err)
-		const running = `UPDATE river_job SET state = 'running', attempt = 1 WHERE id = `
-		if st.RiverPgx() != nil {
-			_, err = st.RiverPgx().Exec(ctx, running+"$1", res.Job.ID)
-		} else {
-			_, err = st.RiverSQLite().ExecContext(ctx, running+"?", res.Job.ID)
+		running := func(id int64, by string) {
+			t.Helper()
+			var err error
+			if st.RiverPgx() != nil {
+				_, err = st.RiverPgx().Exec(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_by = ARRAY[$2::text] WHERE id = $1`, id, by)
+			} else {
+				_, err = st.RiverSQLite().ExecContext(ctx, `UPDATE river_job SET state = 'running', attempt = 1, attempted_by = jsonb(json_array(?)) WHERE id = ?`, by, id)
+			}
+			require.NoError(t, err)
 		}
+		mine, err := q.client.Insert(ctx, periodicArgs{ID: "tick"}, nil)
 		require.NoError(t, err)
+		running(mine.Job.ID, "fedhost-a")
+		theirs, err := q.client.Insert(ctx, periodicArgs{ID: "retention"}, nil)
+		require.NoError(t, err)
+		running(theirs.Job.ID, "fedhost-b")
 		again, err := q.client.Insert(ctx, periodicArgs{ID: "tick"}, nil)
 		require.NoError(t, err)
 		require.True(t, again.UniqueSkippedAsDuplicate, "one tick at a time: the running one blocks the next")
@@ -100,5 +112,8 @@ func TestFailLostCancelsAPeriodicJobLeftRunning(t *testing.T) {
 		again, err = q.client.Insert(ctx, periodicArgs{ID: "tick"}, nil)
 		require.NoError(t, err)
 		require.False(t, again.UniqueSkippedAsDuplicate, "the next tick may be queued again")
+		again, err = q.client.Insert(ctx, periodicArgs{ID: "retention"}, nil)
+		require.NoError(t, err)
+		require.True(t, again.UniqueSkippedAsDuplicate, "another host's running job is left alone")
 	})
 }

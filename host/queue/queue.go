@@ -43,6 +43,11 @@ type Config struct {
 	// Logger receives the queue's and River's logs; slog.Default() if nil.
 	Logger *slog.Logger
 
+	// ClientID names this process among those working the database (River's client ID):
+	// unique among the processes running at once, and the same again when this one
+	// restarts, so that FailLost fails only the builds it left running itself. Empty:
+	// a random ID, and FailLost fails every running build.
+	ClientID string
 	// Periodic is the work run on schedules, by the leader only (see Periodic).
 	Periodic []Periodic
 	// Clock tells the periodic jobs the time; time.Now if nil. Tests inject one.
@@ -69,9 +74,10 @@ type riverClient interface {
 
 // Queue enqueues builds and works them.
 type Queue struct {
-	store  *store.Store
-	client riverClient
-	logger *slog.Logger
+	store    *store.Store
+	client   riverClient
+	logger   *slog.Logger
+	clientID string
 }
 
 // New returns a queue on st's database. It works nothing until Start.
@@ -88,7 +94,7 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	q := &Queue{store: st, logger: cfg.Logger}
+	q := &Queue{store: st, logger: cfg.Logger, clientID: cfg.ClientID}
 
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &buildWorker{store: st, builder: cfg.Builder, logger: cfg.Logger}); err != nil {
@@ -105,6 +111,7 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	rcfg := &river.Config{
+		ID:           cfg.ClientID,
 		PeriodicJobs: periodicRiver,
 		Logger:       cfg.Logger,
 		Queues: map[string]river.QueueConfig{
@@ -207,16 +214,16 @@ func (q *Queue) Cancel(ctx context.Context, buildID string) error {
 // lostReason is the reason of a build whose fedhost process ended while it ran.
 const lostReason = "lost: the fedhost process running this build stopped before it finished; submit again to continue from what exists"
 
-// FailLost finds the build jobs that were running when their fedhost process ended,
-// cancels them, and marks their builds failed with a reason. Call it at start, before
-// Start, on a host that is the only one working this database: in a cluster another
-// host's running builds would look lost too (cluster mode is a later issue).
+// FailLost finds the build jobs that were running when this process last ended (the jobs
+// last attempted by its ClientID; with none, every running job), cancels them, and marks
+// their builds failed with a reason. Call it at start, before Start. Another process's
+// running builds are left alone: with ClientIDs set, several hosts may share a database.
 func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
 	// SQLite keeps args as binary JSONB; json() gives them back as text.
 	// A periodic job left running would also block its next runs (one at a time) until
 	// River's rescuer, an hour later, took it back: it is cancelled too.
 	const update = `UPDATE river_job SET state = 'cancelled', finalized_at = %s
-		WHERE kind IN ('build', 'periodic') AND state = 'running' RETURNING kind, %s`
+		WHERE kind IN ('build', 'periodic') AND state = 'running'%s RETURNING kind, %s`
 	var rows interface {
 		Next() bool
 		Scan(...any) error
@@ -224,14 +231,22 @@ func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
 	}
 	switch {
 	case q.store.RiverPgx() != nil:
-		r, err := q.store.RiverPgx().Query(ctx, fmt.Sprintf(update, "now()", "args"))
+		mine, args := "", []any{}
+		if q.clientID != "" {
+			mine, args = " AND attempted_by[array_upper(attempted_by, 1)] = $1", []any{q.clientID}
+		}
+		r, err := q.store.RiverPgx().Query(ctx, fmt.Sprintf(update, "now()", mine, "args"), args...)
 		if err != nil {
 			return nil, fmt.Errorf("finding lost builds: %w", err)
 		}
 		defer r.Close()
 		rows = r
 	default:
-		r, err := q.store.RiverSQLite().QueryContext(ctx, fmt.Sprintf(update, "datetime('now', 'subsec')", "json(args)"))
+		mine, args := "", []any{}
+		if q.clientID != "" {
+			mine, args = " AND json_extract(attempted_by, '$[#-1]') = ?", []any{q.clientID}
+		}
+		r, err := q.store.RiverSQLite().QueryContext(ctx, fmt.Sprintf(update, "datetime('now', 'subsec')", mine, "json(args)"), args...)
 		if err != nil {
 			return nil, fmt.Errorf("finding lost builds: %w", err)
 		}
