@@ -265,6 +265,14 @@ func TestBrowserDeploysMiniflux(t *testing.T) {
 	// The deployment page links to the node, and the node is Miniflux.
 	require.Equal(t, 200, b.open(deploymentPath))
 	b.screenshot("deployment")
+	// On a phone's width the page does not scroll sideways: wide tables scroll in place.
+	b.do(chromedp.EmulateViewport(400, 800))
+	require.Equal(t, 200, b.open(deploymentPath))
+	width, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.documentElement.scrollWidth`))
+	require.NoError(t, err)
+	require.LessOrEqual(t, width, 400, "the deployment page is wider than a narrow screen")
+	b.screenshot("deployment-narrow")
+	b.do(chromedp.EmulateViewport(1280, 900))
 	require.Equal(t, 200, b.load(chromedp.Click(chromedp.CSS(`a.node-address`))))
 	_, err = chromedp.Run(b.ctx, chromedp.Poll[bool](`document.title === "Sign In - Miniflux"`, chromedp.WithPollingTimeout(30*time.Second)))
 	title, _ := chromedp.Run(b.ctx, chromedp.Title())
