@@ -144,18 +144,9 @@ func (u *UI) backUp(c *fiber.Ctx, s *session) error {
 		return u.noBackupApp(c, s, app)
 	}
 	b, err := u.d.Engine.Operate(s.ctx, d.ID, store.OperationBackup, deploy.Operation{App: app})
-	result, reason := resultOf(err)
-	if rerr := u.record(s.ctx, audit.Event{Action: operationAction, DeploymentID: d.ID, BuildID: b.ID, Result: result, Reason: reason}); rerr != nil {
-		return errors.Join(err, rerr)
-	}
-	var de *deploy.Error
-	if errors.As(err, &de) {
-		return u.showDeployment(c, s, d, fiber.StatusConflict, "The backup of "+app+" was not queued: "+messageOf(err)+".")
-	}
-	if err != nil {
-		return err
-	}
-	return c.Redirect("/builds/"+b.ID, fiber.StatusSeeOther)
+	return u.queued(c, s, d, operationAction, b, err, func(de *deploy.Error) error {
+		return u.showDeployment(c, s, d, fiber.StatusConflict, "The backup of "+app+" was not queued: "+messageOf(de)+".")
+	})
 }
 
 type restoreData struct {
@@ -239,21 +230,13 @@ func (u *UI) restore(c *fiber.Ctx, s *session) error {
 		return show(fiber.StatusBadRequest, "Nothing was restored: tick the box to confirm that the data since this backup is lost.")
 	}
 	b, err := u.d.Engine.Operate(s.ctx, d.ID, store.OperationRestore, deploy.Operation{App: app, Snapshot: id})
-	result, reason := resultOf(err)
-	if rerr := u.record(s.ctx, audit.Event{Action: operationAction, DeploymentID: d.ID, BuildID: b.ID, Result: result, Reason: reason}); rerr != nil {
-		return errors.Join(err, rerr)
-	}
-	var de *deploy.Error
-	if errors.As(err, &de) {
+	return u.queued(c, s, d, operationAction, b, err, func(de *deploy.Error) error {
+		var err error
 		if data.Running, err = u.running(s.ctx, d.ID); err != nil {
 			return err
 		}
 		return show(fiber.StatusConflict, "Nothing was restored: "+messageOf(de)+".")
-	}
-	if err != nil {
-		return err
-	}
-	return c.Redirect("/builds/"+b.ID, fiber.StatusSeeOther)
+	})
 }
 
 // retention says how long backups are kept, in days when it is whole days.

@@ -181,19 +181,28 @@ func (u *UI) operation(action string, run func(*deploy.Engine, context.Context, 
 			return err
 		}
 		b, err := run(u.d.Engine, s.ctx, d.ID)
-		result, reason := resultOf(err)
-		if rerr := u.record(s.ctx, audit.Event{Action: action, DeploymentID: d.ID, BuildID: b.ID, Result: result, Reason: reason}); rerr != nil {
-			return errors.Join(err, rerr)
-		}
-		var de *deploy.Error
-		if errors.As(err, &de) {
+		return u.queued(c, s, d, action, b, err, func(de *deploy.Error) error {
 			return u.showDeployment(c, s, d, fiber.StatusConflict, de.Message)
-		}
-		if err != nil {
-			return err
-		}
-		return c.Redirect("/builds/"+b.ID, fiber.StatusSeeOther)
+		})
 	}
+}
+
+// queued ends a call that queues a build of d: it records the outcome under action and
+// sends the browser to the build's page, or shows the page refused gives for the engine's
+// refusal.
+func (u *UI) queued(c *fiber.Ctx, s *session, d store.Deployment, action string, b store.Build, err error, refused func(*deploy.Error) error) error {
+	result, reason := resultOf(err)
+	if rerr := u.record(s.ctx, audit.Event{Action: action, DeploymentID: d.ID, BuildID: b.ID, Result: result, Reason: reason}); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	var de *deploy.Error
+	if errors.As(err, &de) {
+		return refused(de)
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect("/builds/"+b.ID, fiber.StatusSeeOther)
 }
 
 type historyData struct {

@@ -1,7 +1,6 @@
 package ui
 
 import (
-	"errors"
 	"sort"
 
 	"github.com/gofiber/fiber/v2"
@@ -75,16 +74,7 @@ func (u *UI) destroy(c *fiber.Ctx, s *session) error {
 		return u.render(c, fiber.StatusBadRequest, "destroy", u.view(s, "Destroy "+d.Name, "deployments", data))
 	}
 	b, err := u.d.Engine.Destroy(s.ctx, d.ID)
-	result, reason := resultOf(err)
-	if rerr := u.record(s.ctx, audit.Event{Action: action, DeploymentID: d.ID, BuildID: b.ID, Result: result, Reason: reason}); rerr != nil {
-		return errors.Join(err, rerr)
-	}
-	var de *deploy.Error
-	if errors.As(err, &de) {
+	return u.queued(c, s, d, action, b, err, func(de *deploy.Error) error {
 		return u.showDeployment(c, s, d, fiber.StatusConflict, de.Message)
-	}
-	if err != nil {
-		return err
-	}
-	return c.Redirect("/builds/"+b.ID, fiber.StatusSeeOther)
+	})
 }
