@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -127,7 +128,12 @@ func backupUnscrubbed(ctx context.Context, t Target, db *Database, files []strin
 		args = append(args, "--tag", tagFiles+"="+s.FilesID)
 	}
 	args = append(args, "--stdin", "--stdin-filename", db.Database+".dump")
-	id, err := r.backupDatabase(ctx, db, args)
+	var id string
+	err = retryLocked(ctx, func() error {
+		var err error
+		id, err = r.backupDatabase(ctx, db, args)
+		return err
+	})
 	if err != nil {
 		if s.FilesID != "" {
 			r.removeSnapshot(ctx, s.FilesID)
@@ -205,7 +211,7 @@ func restore(ctx context.Context, t Target, snapshotID string, db *Database, fil
 		if err := db.validate(); err != nil {
 			return err
 		}
-		if err := r.restoreDatabase(ctx, s, db); err != nil {
+		if err := retryLocked(ctx, func() error { return r.restoreDatabase(ctx, s, db) }); err != nil {
 			return err
 		}
 	}
@@ -323,7 +329,7 @@ func (r *repository) backupDatabase(ctx context.Context, db *Database, args []st
 	switch {
 	case ctx.Err() != nil:
 		return "", fmt.Errorf("%s restic repository %s: %w", what, r.url, ctx.Err())
-	case dumpErr != nil && (storeErr == nil || !dumpStderr.contains("could not write")):
+	case dumpErr != nil && (storeErr == nil || !(dumpStderr.contains("could not write") || brokenPipe(dumpErr))):
 		// pg_dump failed on its own. restic read a short stream and may have stored it.
 		if short := snapshotID(storeOut.Bytes()); short != "" {
 			r.removeSnapshot(ctx, short)
@@ -366,6 +372,16 @@ func (r *repository) restoreDatabase(ctx context.Context, s Snapshot, db *Databa
 		return fmt.Errorf("%s restic repository %s: %w", what, r.url, childError("pg_restore", loadErr, loadStderr, secrets))
 	}
 	return nil
+}
+
+// brokenPipe reports whether a child ended on SIGPIPE: its reader went away first.
+func brokenPipe(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGPIPE
 }
 
 // pipe runs producer | consumer, with no copy of the stream in this process or on disk.

@@ -382,3 +382,66 @@ func TestStderrTailStartsAtALine(t *testing.T) {
 	require.NotContains(t, string(s.buf), "value")
 	require.Equal(t, "last line", s.lines(1, nil))
 }
+
+// lockedRestic puts a restic first in PATH that answers the first refusals calls of each
+// of the given commands as restic does when another operation holds the repository's
+// lock, then runs the real restic; it returns how many refusals were made so far.
+func lockedRestic(t *testing.T, refusals int, commands ...string) func() int {
+	t.Helper()
+	real, err := exec.LookPath("restic")
+	require.NoError(t, err)
+	dir := t.TempDir()
+	count := filepath.Join(dir, "count")
+	script := fmt.Sprintf(`#!/bin/sh
+for a in "$@"; do
+  case "$a" in %s)
+    n=$(cat %q 2>/dev/null || echo 0)
+    if [ "$n" -lt %d ]; then
+      echo $((n+1)) > %q
+      echo "unable to create lock in backend: repository is already locked exclusively by PID 4242 on other by root (UID 0, GID 0)" >&2
+      exit 1
+    fi;;
+  esac
+done
+exec %q "$@"
+`, strings.Join(commands, "|"), count, refusals, count, real)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "restic"), []byte(script), 0o755))
+	t.Setenv("PATH", dir+":"+os.Getenv("PATH"))
+	return func() int {
+		b, _ := os.ReadFile(count)
+		n, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+		return n
+	}
+}
+
+// A backup or a restore that finds the repository locked by another operation (a
+// forget's prune, another backup) waits for it, and a listing takes no lock at all.
+func TestLockedRepositoryIsWaitedFor(t *testing.T) {
+	b := setup(t)
+	ctx := context.Background()
+	b.feeds(t)
+	first, err := Backup(ctx, b.target, &b.db, nil, nil)
+	require.NoError(t, err)
+
+	refused := lockedRestic(t, 2, "backup", "dump", "snapshots")
+	second, err := Backup(ctx, b.target, &b.db, nil, nil)
+	require.NoError(t, err, "the backup waits for the lock")
+	require.Equal(t, 2, refused(), "refused twice, then taken")
+	require.NoError(t, Restore(ctx, b.target, first.ID, &b.db, ""))
+	require.Equal(t, 2, refused(), "the restore's dump was not refused: the count is shared and spent")
+
+	list, err := Snapshots(ctx, b.target)
+	require.NoError(t, err)
+	require.Len(t, list, 2)
+	require.Equal(t, second.ID, list[1].ID)
+
+	// A lock that does not go fails the operation after lockWait, saying so.
+	t.Setenv("PATH", os.Getenv("PATH")) // restored at the end of the test
+	refusedAgain := lockedRestic(t, 1000, "dump")
+	defer func(old time.Duration) { lockWait = old }(lockWait)
+	lockWait = 2 * time.Second
+	err = Restore(ctx, b.target, first.ID, &b.db, "")
+	require.ErrorIs(t, err, ErrLocked)
+	require.ErrorContains(t, err, "try again when it is done")
+	require.Greater(t, refusedAgain(), 1, "it was retried before giving up")
+}

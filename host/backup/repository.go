@@ -34,6 +34,34 @@ var ErrRepositoryPassword = errors.New("the repository password does not open th
 // ErrNoRepository is wrapped by the error of a read from a target with no repository.
 var ErrNoRepository = errors.New("no restic repository at the target: nothing was backed up there yet")
 
+// ErrLocked is wrapped by the error of an operation that found the repository locked by
+// another restic (a backup, forget or restore of the same app) for longer than
+// lockWait.
+var ErrLocked = errors.New("another restic operation holds the repository's lock")
+
+// lockWait is how long an operation waits for another one's lock to go. Debian 12's
+// restic (0.14) has no --retry-lock, so the package retries itself.
+var lockWait = 2 * time.Minute
+
+// retryLocked runs f again, with a growing pause, for as long as it fails with ErrLocked
+// and lockWait allows.
+func retryLocked(ctx context.Context, f func() error) error {
+	deadline := time.Now().Add(lockWait)
+	pause := 500 * time.Millisecond
+	for {
+		err := f()
+		if !errors.Is(err, ErrLocked) || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+		pause = min(pause*2, 8*time.Second)
+	}
+}
+
 // repository runs restic on one target.
 type repository struct {
 	t   Target
@@ -120,16 +148,23 @@ func (r *repository) command(ctx context.Context, args ...string) *exec.Cmd {
 	return command(ctx, r.bin, append(full, args...), env)
 }
 
-// run runs restic with args and returns its stdout, also when it fails.
+// run runs restic with args and returns its stdout, also when it fails. A repository
+// locked by another operation is waited for (retryLocked).
 func (r *repository) run(ctx context.Context, what string, extraSecrets []string, args ...string) ([]byte, error) {
-	cmd := r.command(ctx, args...)
-	var stdout bytes.Buffer
-	stderr := &stderrTail{}
-	cmd.Stdout, cmd.Stderr = &stdout, stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.Bytes(), r.error(ctx, what, err, stderr, extraSecrets)
-	}
-	return stdout.Bytes(), nil
+	var out []byte
+	err := retryLocked(ctx, func() error {
+		cmd := r.command(ctx, args...)
+		var stdout bytes.Buffer
+		stderr := &stderrTail{}
+		cmd.Stdout, cmd.Stderr = &stdout, stderr
+		err := cmd.Run()
+		out = stdout.Bytes()
+		if err != nil {
+			return r.error(ctx, what, err, stderr, extraSecrets)
+		}
+		return nil
+	})
+	return out, err
 }
 
 // error describes a failed restic child, naming the known causes.
@@ -142,6 +177,8 @@ func (r *repository) error(ctx context.Context, what string, err error, stderr *
 		return fmt.Errorf("%s restic repository %s: %w", what, r.url, ErrRepositoryPassword)
 	case stderr.contains("unable to open config file") && stderr.contains("The specified key does not exist"):
 		return fmt.Errorf("%s restic repository %s: %w", what, r.url, ErrNoRepository)
+	case stderr.contains("repository is already locked"):
+		return fmt.Errorf("%s restic repository %s: %w: try again when it is done", what, r.url, ErrLocked)
 	case stderr.contains("Access Denied"):
 		return fmt.Errorf("%s restic repository %s: the S3 endpoint refuses access key %s: check the key and its grant on bucket %s", what, r.url, r.t.AccessKeyID, r.t.Bucket)
 	}
@@ -160,7 +197,8 @@ type resticSnapshot struct {
 
 // snapshots lists the restic snapshots, or only those of ids.
 func (r *repository) snapshots(ctx context.Context, ids ...string) ([]resticSnapshot, error) {
-	out, err := r.run(ctx, "listing snapshots of", nil, append([]string{"snapshots", "--json"}, ids...)...)
+	// A listing takes no lock: it reads, and must not wait for a forget or a backup.
+	out, err := r.run(ctx, "listing snapshots of", nil, append([]string{"snapshots", "--no-lock", "--json"}, ids...)...)
 	if err != nil {
 		return nil, err
 	}
