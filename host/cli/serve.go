@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -188,8 +190,21 @@ func clientID(cfg *config.Config) string {
 	if err != nil {
 		dir = cfg.DataDir
 	}
-	return "fedhost@" + host + ":" + dir
+	id := "fedhost@" + host + ":" + dir
+	if len(id) > maxClientID {
+		// River keeps leader IDs shorter than 128 characters: a long path is hashed.
+		sum := sha256.Sum256([]byte(dir))
+		id = "fedhost@" + host + ":" + hex.EncodeToString(sum[:8])
+		if len(id) > maxClientID {
+			id = "fedhost@" + hex.EncodeToString(sum[:16])
+		}
+	}
+	return id
 }
+
+// maxClientID is the longest client ID used as is (River refuses leader IDs of 128
+// characters or more).
+const maxClientID = 100
 
 // keepAudit writes the counts of rate-limited refusals as their windows end. (Pruning
 // old events is the retention job's.)
