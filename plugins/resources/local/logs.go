@@ -49,4 +49,3 @@ func copyFile(from, to string) error {
 	}
 	return out.Close()
 }
-
