@@ -190,6 +190,7 @@ func (e *Engine) runBackups(ctx context.Context, now time.Time, ds []store.Deplo
 	actx := audit.WithActor(ctx, audit.Actor{ID: "scheduler", Issuer: audit.IssuerScheduler})
 	var queued []store.Build
 	var errs []error
+	schedules := map[string]cron.Schedule{}
 	for _, d := range ds {
 		if !backedUp(d.State) {
 			continue
@@ -203,10 +204,14 @@ func (e *Engine) runBackups(ctx context.Context, now time.Time, ds []store.Deplo
 				}
 				continue
 			}
-			_, schedule, err := e.backupPolicy(app)
-			if err != nil {
-				errs = append(errs, err)
-				continue
+			schedule, ok := schedules[app]
+			if !ok {
+				// Parsed once a tick for each app, not once for each deployment.
+				if _, schedule, err = e.backupPolicy(app); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				schedules[app] = schedule
 			}
 			if schedule.Next(scheduleBase(rec)).After(now) {
 				continue
@@ -242,11 +247,7 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	current := ""
-	if e.opts.Catalog != nil {
-		current, _ = e.opts.Catalog.Revision()
-	}
-	_, uerr := e.runUpdates(ctx, now, current, ds)
+	_, uerr := e.runUpdates(ctx, now, ds)
 	_, berr := e.runBackups(ctx, now, ds)
 	return errors.Join(uerr, berr)
 }

@@ -12,29 +12,33 @@ import (
 
 // UpdateAvailable says whether a deployment runs an older revision than the newest.
 func (e *Engine) UpdateAvailable(d store.Deployment) (from, to string, available bool) {
+	current := e.newestRevision()
+	return d.CatalogRevision, current, current != "" && d.CatalogRevision != "" && d.CatalogRevision != current
+}
+
+// newestRevision is the revision of the newest installed apps; "" for an engine without
+// a catalog, which has no update to offer.
+func (e *Engine) newestRevision() string {
 	if e.opts.Catalog == nil {
-		return "", "", false
+		return ""
 	}
 	current, _ := e.opts.Catalog.Revision()
-	return d.CatalogRevision, current, d.CatalogRevision != "" && d.CatalogRevision != current
+	return current
 }
 
 // RunUpdates evaluates every deployment's update policy at now and submits the stored
 // configuration of each due one against the newest revision, once per revision: the
 // scheduler's tick. Each submit is audited as automatic_update.
 func (e *Engine) RunUpdates(ctx context.Context, now time.Time) ([]scheduler.Decision, error) {
-	current := "" // no catalog, no newer revision: nothing is due
-	if e.opts.Catalog != nil {
-		current, _ = e.opts.Catalog.Revision()
-	}
 	ds, err := e.opts.Store.ListDeployments(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	return e.runUpdates(ctx, now, current, ds)
+	return e.runUpdates(ctx, now, ds)
 }
 
-func (e *Engine) runUpdates(ctx context.Context, now time.Time, current string, ds []store.Deployment) ([]scheduler.Decision, error) {
+func (e *Engine) runUpdates(ctx context.Context, now time.Time, ds []store.Deployment) ([]scheduler.Decision, error) {
+	current := e.newestRevision() // "": nothing is due
 	byID := make(map[string]store.Deployment, len(ds))
 	candidates := make([]scheduler.Candidate, 0, len(ds))
 	for _, d := range ds {
