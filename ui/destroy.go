@@ -1,8 +1,6 @@
 package ui
 
 import (
-	"sort"
-
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/fedhost/fedhost/host/audit"
@@ -41,7 +39,6 @@ func (u *UI) destroyData(s *session, d store.Deployment) (destroyData, error) {
 	if err != nil {
 		return data, err
 	}
-	sort.Slice(rows, func(i, j int) bool { return rows[i].Name < rows[j].Name })
 	for _, r := range rows {
 		switch {
 		case r.State == store.ResourceRetained:

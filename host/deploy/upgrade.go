@@ -63,11 +63,7 @@ func joinAnd(s []string) string {
 // When a backup fails, the upgrade is refused: the app's old nodes start again and the
 // build fails, with nothing else changed.
 func (r *run) prepareUpgrades(ctx context.Context, changes []versionChange) ([]*upgrade, error) {
-	rows := make([]store.Resource, 0, len(r.rows))
-	for _, row := range r.rows {
-		rows = append(rows, row)
-	}
-	withData := backupApps(rows)
+	withData := backupApps(r.sorted())
 	var out []*upgrade
 	for _, ch := range changes {
 		if !slices.Contains(withData, ch.App) {
