@@ -13,6 +13,7 @@ import (
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/sdk/schema"
 )
 
 // Deps is what the API serves from.
@@ -28,9 +29,10 @@ type Deps struct {
 
 // Error is the body of every error answer.
 type Error struct {
-	Code     string `json:"code"`
-	Message  string `json:"message"`
-	Location string `json:"location,omitempty"`
+	Code     string           `json:"code"`
+	Message  string           `json:"message"`
+	Location string           `json:"location,omitempty"`
+	Details  []schema.Problem `json:"details,omitempty"`
 }
 
 var statusOf = map[string]int{
@@ -51,7 +53,7 @@ func errorHandler(c *fiber.Ctx, err error) error {
 	case errors.As(err, &dn):
 		body, status = Error{Code: dn.code, Message: dn.message}, dn.status
 	case errors.As(err, &de):
-		body = Error{Code: de.Code, Message: de.Message, Location: de.Location}
+		body = Error{Code: de.Code, Message: de.Message, Location: de.Location, Details: de.Details}
 		status = statusOf[de.Code]
 	case errors.Is(err, store.ErrNotFound):
 		body.Code, status = deploy.CodeNotFound, fiber.StatusNotFound

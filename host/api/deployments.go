@@ -311,7 +311,7 @@ func toBuild(b store.Build) Build {
 
 func (h *handlers) submit(c *fiber.Ctx) error {
 	b, unmigrated, err := h.d.Engine.SubmitWith(c.UserContext(), c.Params("id"), c.Body(),
-		deploy.SubmitOptions{ApplyUpdates: c.QueryBool("apply_updates")})
+		deploy.SubmitOptions{ApplyUpdates: c.QueryBool("apply_updates"), ClearSecrets: queryAll(c, "clear_secret")})
 	if err != nil {
 		return err
 	}
@@ -414,4 +414,13 @@ func (h *handlers) backups(c *fiber.Ctx) error {
 		out = append(out, Backup{ID: s.ID, Time: s.Time, Database: s.Database, Tags: s.Tags})
 	}
 	return c.JSON(out)
+}
+
+// queryAll is every value of a repeated query parameter.
+func queryAll(c *fiber.Ctx, name string) []string {
+	var out []string
+	for _, v := range c.Context().QueryArgs().PeekMulti(name) {
+		out = append(out, string(v))
+	}
+	return out
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/sdk/schema"
 )
 
 var httpMethods = []string{"get", "put", "post", "delete", "options", "head", "patch", "trace"}
@@ -204,6 +205,7 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 	schemas := object(t, openAPIDoc(t), "components", "schemas")
 	for name, v := range map[string]any{
 		"Error":             Error{},
+		"ErrorDetail":       schema.Problem{},
 		"Me":                Me{},
 		"User":              User{},
 		"LoginRequest":      LoginRequest{},

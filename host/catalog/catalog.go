@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -168,11 +169,10 @@ func (c *Catalog) compose() error {
 	apps := map[string]any{}
 	var defs = map[string]any{}
 	for i, a := range c.apps {
-		var appSchema map[string]any
-		if err := json.Unmarshal(a.Schema, &appSchema); err != nil {
+		appSchema, err := withoutKey(a.Schema, "$schema")
+		if err != nil {
 			return fmt.Errorf("app %s: schema: %w", a.Name, err)
 		}
-		delete(appSchema, "$schema")
 		defs[a.Name] = appSchema
 		apps[a.Name] = map[string]any{
 			"type":                 "object",
@@ -185,7 +185,6 @@ func (c *Catalog) compose() error {
 					"description": "With the app disabled, the next deploy deletes its database, buckets and secrets. Without this, a disabled app keeps its data."},
 				"options": map[string]any{"$ref": "#/$defs/" + a.Name, "x-order": 3},
 			},
-			"default": map[string]any{},
 		}
 	}
 	doc := map[string]any{
@@ -198,7 +197,7 @@ func (c *Catalog) compose() error {
 			"domain": map[string]any{"type": "string", "title": "Domain", "x-order": 1, "pattern": DomainPattern, "maxLength": 253,
 				"description": "The operator's domain, e.g. example.org; apps are served on it."},
 			"apps": map[string]any{"type": "object", "title": "Applications", "x-order": 2, "additionalProperties": false,
-				"properties": apps, "default": map[string]any{}},
+				"properties": apps},
 		},
 		"$defs": defs,
 	}
@@ -218,4 +217,66 @@ func (c *Catalog) compose() error {
 // first wrong value (as "config/...") and never the value.
 func (c *Catalog) Validate(config json.RawMessage) error {
 	return schema.Validate(c.compiled, "config", config)
+}
+
+// Check lists every problem of a deployment configuration, each at the JSON pointer of
+// the value it concerns; none when it is valid.
+func (c *Catalog) Check(config json.RawMessage) []schema.Problem {
+	return schema.Check(c.compiled, config)
+}
+
+// WithDefaults fills in the defaults of the composed schema at every depth; an enabled
+// app without options gets its options' defaults. The configuration a deployment stores,
+// and its apps, previews and exports see, is this one.
+func (c *Catalog) WithDefaults(config json.RawMessage) (json.RawMessage, error) {
+	d := json.NewDecoder(bytes.NewReader(config))
+	d.UseNumber()
+	var doc any
+	if err := d.Decode(&doc); err != nil {
+		return nil, fmt.Errorf("configuration is not JSON: %w", err)
+	}
+	if obj, ok := doc.(map[string]any); ok {
+		apps, _ := obj["apps"].(map[string]any)
+		for _, v := range apps {
+			if a, ok := v.(map[string]any); ok && a["enable"] == true {
+				if _, has := a["options"]; !has {
+					a["options"] = map[string]any{}
+				}
+			}
+		}
+	}
+	return json.Marshal(schema.ApplyDefaults(c.compiled, doc))
+}
+
+// withoutKey returns the JSON object raw without key, its other members in their order:
+// the order of an app's properties is the order of its form.
+func withoutKey(raw json.RawMessage, key string) (json.RawMessage, error) {
+	d := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil, fmt.Errorf("not a JSON object")
+	}
+	var out bytes.Buffer
+	out.WriteByte('{')
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return nil, err
+		}
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, err
+		}
+		if t == key {
+			continue
+		}
+		if out.Len() > 1 {
+			out.WriteByte(',')
+		}
+		name, _ := json.Marshal(t)
+		out.Write(name)
+		out.WriteByte(':')
+		out.Write(v)
+	}
+	out.WriteByte('}')
+	return out.Bytes(), nil
 }

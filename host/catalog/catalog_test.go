@@ -2,9 +2,12 @@ package catalog
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fedhost/fedhost/sdk/schema"
 )
 
 // A deployment pinned to an older revision is validated against the schemas of the
@@ -41,4 +44,64 @@ func TestAtValidatesWithTheVersionsOfARevision(t *testing.T) {
 
 	_, err = c.At(map[string]string{"miniflux": "2.2.0"})
 	require.ErrorContains(t, err, "install fedhost-app-miniflux_2.2.0, or apply updates")
+}
+
+func testCatalog(t *testing.T, schema string) *Catalog {
+	t.Helper()
+	a := &App{Name: "site", Version: "1.0.0", Summary: "Site", Schema: json.RawMessage(schema)}
+	c := &Catalog{apps: []*App{a}, byName: map[string]*App{"site": a}, versions: map[string]map[string]*App{"site": {"1.0.0": a}}}
+	require.NoError(t, c.compose())
+	return c
+}
+
+const siteSchema = `{"$schema":"https://json-schema.org/draft/2020-12/schema","type":"object","additionalProperties":false,
+	"required":["title","smtp"],"properties":{
+	"title":{"type":"string","title":"Site name","minLength":3,"default":"My site"},
+	"smtp":{"type":"object","title":"Mail","required":["host","port"],"default":{},"properties":{
+		"port":{"type":"integer","title":"Port","default":587},
+		"host":{"type":"string","title":"Mail server","default":"localhost"}}},
+	"admins":{"type":"array","title":"Admins","items":{"type":"object","required":["email"],"properties":{
+		"email":{"type":"string","title":"Admin e-mail","format":"email"},
+		"role":{"enum":["owner","editor"],"default":"editor"}}}}}}`
+
+// An enabled app submitted without options is stored with its schema's defaults, at every
+// depth; a disabled app gets no options.
+func TestWithDefaultsFillsEveryDepth(t *testing.T) {
+	t.Parallel()
+	c := testCatalog(t, siteSchema)
+	got, err := c.WithDefaults(json.RawMessage(`{"domain":"x.org","apps":{"site":{"enable":true,"options":{"admins":[{"email":"a@x.org"}]}}}}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"domain":"x.org","apps":{"site":{"enable":true,"deleteData":false,"options":{
+		"title":"My site","smtp":{"port":587,"host":"localhost"},"admins":[{"email":"a@x.org","role":"editor"}]}}}}`, string(got))
+	require.Empty(t, c.Check(got))
+
+	got, err = c.WithDefaults(json.RawMessage(`{"domain":"x.org","apps":{"site":{"enable":true}}}`))
+	require.NoError(t, err)
+	require.Empty(t, c.Check(got), "an untouched app is valid with its defaults")
+
+	got, err = c.WithDefaults(json.RawMessage(`{"domain":"x.org","apps":{"site":{"enable":false}}}`))
+	require.NoError(t, err)
+	require.JSONEq(t, `{"domain":"x.org","apps":{"site":{"enable":false,"deleteData":false}}}`, string(got))
+}
+
+func TestCheckReportsEveryProblemAtItsField(t *testing.T) {
+	t.Parallel()
+	c := testCatalog(t, siteSchema)
+	problems := c.Check(json.RawMessage(`{"domain":"x.org","apps":{"site":{"enable":true,"options":{
+		"title":"ab","smtp":{"port":"x","host":"h"},"admins":[{"role":"owner"}]}}}}`))
+	require.Equal(t, []schema.Problem{
+		{Location: "/apps/site/options/admins/0/email", Message: "Admin e-mail is required: fill it in"},
+		{Location: "/apps/site/options/smtp/port", Message: "Port must be a whole number"},
+		{Location: "/apps/site/options/title", Message: "Site name must be at least 3 characters"},
+	}, problems)
+}
+
+// The composed schema keeps an app's properties in the order the app wrote them.
+func TestComposeKeepsTheAppsPropertyOrder(t *testing.T) {
+	t.Parallel()
+	c := testCatalog(t, siteSchema)
+	s := string(c.Schema())
+	require.Less(t, strings.Index(s, `"title":{"type":"string","title":"Site name"`), strings.Index(s, `"smtp":`))
+	require.Less(t, strings.Index(s, `"port":`), strings.Index(s, `"host":{"type":"string","title":"Mail server"`))
+	require.Contains(t, s, `"$defs":{"site":{"type":"object","additionalProperties":false,`, "the app's $schema is left out")
 }

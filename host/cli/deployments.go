@@ -200,10 +200,18 @@ func readConfig(file string, stdin io.Reader) ([]byte, error) {
 	return data, nil
 }
 
-// apiError is an error answer of the API; Main prints it as "fedhost: <code> at <location>: <message>".
+// apiError is an error answer of the API; Main prints it as "fedhost: <code> at <location>: <message>",
+// with a line "  at <location>: <message>" for each further problem of a refused configuration.
 type apiError struct{ body api.Error }
 
 func (e *apiError) Error() string {
+	if len(e.body.Details) > 1 {
+		lines := []string{fmt.Sprintf("%s: %d problems", e.body.Code, len(e.body.Details))}
+		for _, d := range e.body.Details {
+			lines = append(lines, fmt.Sprintf("  at %s: %s", d.Location, d.Message))
+		}
+		return strings.Join(lines, "\n")
+	}
 	if e.body.Location != "" {
 		return fmt.Sprintf("%s at %s: %s", e.body.Code, e.body.Location, e.body.Message)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/contract"
 	"github.com/fedhost/fedhost/sdk/resource"
+	"github.com/fedhost/fedhost/sdk/schema"
 )
 
 // Deployment states.
@@ -148,6 +149,9 @@ func (e *Engine) Deployment(ctx context.Context, id string) (store.Deployment, e
 type SubmitOptions struct {
 	// ApplyUpdates builds from the newest catalog revision instead of the deployment's.
 	ApplyUpdates bool
+	// ClearSecrets are the pointers (/apps/<app>/options/...) of stored writeOnly values
+	// to forget: the configuration then goes without them.
+	ClearSecrets []string
 }
 
 // Submit validates a configuration and queues a build of it on the deployment's catalog
@@ -166,7 +170,7 @@ func (e *Engine) SubmitWith(ctx context.Context, deploymentID string, raw json.R
 		return store.Build{}, nil, refuse(CodeConflict, "", "deployment %s is destroyed", d.ID)
 	}
 	revision := e.revisionFor(d, opts.ApplyUpdates)
-	cfg, refs, unmigrated, err := e.check(ctx, d, raw, revision)
+	cfg, refs, unmigrated, err := e.check(ctx, d, raw, revision, opts.ClearSecrets)
 	if err != nil {
 		return store.Build{}, unmigrated, err
 	}
@@ -200,9 +204,11 @@ func (e *Engine) catalogAt(ctx context.Context, revision string) (*catalog.Catal
 	return cat, nil
 }
 
-// validate applies the renames of the revision's app versions to raw and validates it
-// against their schemas.
-func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision string) (json.RawMessage, []catalog.Unmigrated, error) {
+// validate applies the renames of the revision's app versions to raw, fills in their
+// schemas' defaults and validates the result against them. A required writeOnly value
+// missing from raw is no problem when stored holds it (the operator leaves a stored secret
+// empty to keep it).
+func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision string, stored map[string]string) (json.RawMessage, []catalog.Unmigrated, error) {
 	cat, err := e.catalogAt(ctx, revision)
 	if err != nil {
 		return nil, nil, err
@@ -211,44 +217,43 @@ func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision str
 	if err != nil {
 		return nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is not a JSON object")
 	}
-	if err := cat.Validate(migrated); err != nil {
-		return nil, unmigrated, refuse(CodeInvalidConfiguration, "/"+trimConfigPrefix(sdk.FieldOf(err)), "%s", messageOf(err))
+	filled, err := cat.WithDefaults(migrated)
+	if err != nil {
+		return nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is not a JSON object")
 	}
-	return migrated, unmigrated, nil
+	var problems []schema.Problem
+	for _, p := range cat.Check(filled) {
+		if _, kept := stored[p.Location]; !kept {
+			problems = append(problems, p)
+		}
+	}
+	if len(problems) > 0 {
+		return nil, unmigrated, invalid(problems)
+	}
+	return filled, unmigrated, nil
 }
 
-// check applies renames, validates against the schemas of the revision the build will
-// run, and moves the secrets the operator typed to the secret resource; it returns the
-// configuration to store and the secrets' references.
-func (e *Engine) check(ctx context.Context, d store.Deployment, raw json.RawMessage, revision string) (json.RawMessage, map[string]string, []catalog.Unmigrated, error) {
-	migrated, unmigrated, err := e.validate(ctx, raw, revision)
+// check applies renames and defaults, validates against the schemas of the revision the
+// build will run, forgets the stored secrets clear names, and moves the secrets the
+// operator typed to the secret resource; it returns the configuration to store and the
+// secrets' references.
+func (e *Engine) check(ctx context.Context, d store.Deployment, raw json.RawMessage, revision string, clear []string) (json.RawMessage, map[string]string, []catalog.Unmigrated, error) {
+	refs := e.storedRefs(d)
+	for _, ptr := range clear {
+		if _, ok := refs[ptr]; !ok {
+			return nil, nil, nil, refuse(CodeInvalidConfiguration, boundedPointer(ptr), "no secret is stored here to clear: name the pointer of a writeOnly option that is set")
+		}
+		delete(refs, ptr)
+	}
+	migrated, unmigrated, err := e.validate(ctx, raw, revision, refs)
 	if err != nil {
 		return nil, nil, unmigrated, err
 	}
-	refs := map[string]string{}
-	if err := json.Unmarshal([]byte(d.SecretRefs), &refs); err != nil || refs == nil {
-		refs = map[string]string{}
-	}
-	stored, refs, err := e.takeOperatorSecrets(ctx, d, migrated, refs)
+	stored, refs, err := e.takeOperatorSecrets(ctx, d, migrated, refs, len(clear) > 0)
 	if err != nil {
 		return nil, nil, unmigrated, err
 	}
 	return stored, refs, unmigrated, nil
-}
-
-func trimConfigPrefix(field string) string {
-	if field == "config" {
-		return ""
-	}
-	return field[len("config/"):]
-}
-
-func messageOf(err error) string {
-	var se *sdk.Error
-	if errors.As(err, &se) {
-		return se.Message
-	}
-	return err.Error()
 }
 
 // enqueue stores a build and queues it, refusing a full queue or a second build.
@@ -325,7 +330,9 @@ func (e *Engine) Destroy(ctx context.Context, id string) (store.Build, error) {
 
 func (e *Engine) storedRefs(d store.Deployment) map[string]string {
 	refs := map[string]string{}
-	_ = json.Unmarshal([]byte(d.SecretRefs), &refs)
+	if err := json.Unmarshal([]byte(d.SecretRefs), &refs); err != nil || refs == nil {
+		return map[string]string{}
+	}
 	return refs
 }
 

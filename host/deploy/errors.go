@@ -1,6 +1,11 @@
 package deploy
 
-import "fmt"
+import (
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/fedhost/fedhost/sdk/schema"
+)
 
 // Error codes the API maps to HTTP statuses.
 const (
@@ -19,6 +24,9 @@ type Error struct {
 	Code     string
 	Message  string
 	Location string
+	// Details lists every problem of an invalid configuration, each at its pointer; the
+	// first is also Location and Message.
+	Details []schema.Problem
 }
 
 func (e *Error) Error() string {
@@ -30,4 +38,23 @@ func (e *Error) Error() string {
 
 func refuse(code, location, format string, args ...any) *Error {
 	return &Error{Code: code, Location: location, Message: fmt.Sprintf(format, args...)}
+}
+
+// invalid refuses a configuration with its problems.
+func invalid(problems []schema.Problem) *Error {
+	return &Error{Code: CodeInvalidConfiguration, Location: problems[0].Location, Message: problems[0].Message, Details: problems}
+}
+
+// boundedPointer is a pointer from a request, cut so that an error never carries more
+// than a bounded part of what was sent.
+func boundedPointer(ptr string) string {
+	const max = 256
+	if len(ptr) <= max {
+		return ptr
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(ptr[cut]) {
+		cut--
+	}
+	return ptr[:cut] + "…"
 }

@@ -22,8 +22,10 @@ var secretPlaceholder = regexp.MustCompile(`\$\{secret:([^}]+)\}`)
 
 // takeOperatorSecrets moves the values of writeOnly options out of the configuration into
 // the secret resource. refs maps each option's pointer (/apps/<app>/options/...) to its
-// reference; an option left empty in a later submit keeps its stored value.
-func (e *Engine) takeOperatorSecrets(ctx context.Context, d store.Deployment, raw json.RawMessage, refs map[string]string) (json.RawMessage, map[string]string, error) {
+// reference; an option left empty in a later submit keeps its stored value. With forget,
+// refs lacks secrets stored before, and the secret resource is told to drop them even
+// when nothing new was typed.
+func (e *Engine) takeOperatorSecrets(ctx context.Context, d store.Deployment, raw json.RawMessage, refs map[string]string, forget bool) (json.RawMessage, map[string]string, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, nil, err
@@ -46,7 +48,7 @@ func (e *Engine) takeOperatorSecrets(ctx context.Context, d store.Deployment, ra
 		}
 		collectWriteOnly(sch, opts, "/apps/"+name+"/options", values)
 	}
-	if len(values) == 0 {
+	if len(values) == 0 && !forget {
 		return raw, refs, nil
 	}
 	files := map[string]contract.SecretFile{}
@@ -69,6 +71,17 @@ func (e *Engine) takeOperatorSecrets(ctx context.Context, d store.Deployment, ra
 			}
 			supplied[f] = val
 		}
+	}
+	if len(files) == 0 {
+		// Every stored secret was cleared: the secret resource keeps none.
+		c, _, err := e.route(contract.Secret)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := c.Deprovision(ctx, resource.DeprovisionRequest{Tenant: d.Namespace, Instance: operatorInstance, Type: contract.Secret}); err != nil {
+			return nil, nil, fmt.Errorf("clearing the operator's secrets: %w", err)
+		}
+		return raw, map[string]string{}, nil
 	}
 	res, err := e.keep(ctx, d.Namespace, operatorInstance, files, supplied)
 	if err != nil {
