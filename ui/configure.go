@@ -3,6 +3,7 @@ package ui
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/url"
 
@@ -99,7 +100,8 @@ func (u *UI) configure(c *fiber.Ctx, s *session) error {
 		}
 		return u.showConfigure(c, s, d, fiber.StatusOK, configureState{value: raw, plan: &plan})
 	case "deploy":
-		b, _, err := u.d.Engine.SubmitWith(s.ctx, d.ID, raw, deploy.SubmitOptions{ApplyUpdates: c.FormValue("apply_updates") == "on"})
+		b, _, err := u.d.Engine.SubmitWith(s.ctx, d.ID, raw, deploy.SubmitOptions{ApplyUpdates: c.FormValue("apply_updates") == "on",
+			ClearSecrets: postValues(c, form.ClearSecretField)})
 		result, reason := resultOf(err)
 		if rerr := u.record(s.ctx, audit.Event{Action: "deployment.submit", DeploymentID: d.ID, BuildID: b.ID, Result: result, Reason: reason}); rerr != nil {
 			return errors.Join(err, rerr)
@@ -124,9 +126,23 @@ func refused(err error, raw json.RawMessage) (configureState, bool) {
 		return configureState{}, false
 	}
 	st := configureState{value: raw, message: de.Message}
-	if de.Code == deploy.CodeInvalidConfiguration && de.Location != "" {
-		st.errs = map[string]string{de.Location: de.Message}
+	if de.Code != deploy.CodeInvalidConfiguration {
+		return st, true
+	}
+	st.errs = map[string]string{}
+	for _, p := range de.Details {
+		if _, ok := st.errs[p.Location]; !ok {
+			st.errs[p.Location] = p.Message
+		}
+	}
+	if len(st.errs) == 0 && de.Location != "" {
+		st.errs[de.Location] = de.Message
+	}
+	switch n := len(st.errs); {
+	case n == 1:
 		st.message = "The configuration was not accepted: see the marked field."
+	case n > 1:
+		st.message = fmt.Sprintf("The configuration was not accepted: %d fields are marked below.", n)
 	}
 	return st, true
 }
@@ -138,6 +154,15 @@ func statusOf(err error) int {
 		return fiber.StatusBadRequest
 	}
 	return fiber.StatusConflict
+}
+
+// postValues is every value of one name in the urlencoded body.
+func postValues(c *fiber.Ctx, name string) []string {
+	var out []string
+	for _, v := range c.Request().PostArgs().PeekMulti(name) {
+		out = append(out, string(v))
+	}
+	return out
 }
 
 // formValues is the urlencoded body of the request, as form.Decode reads it.

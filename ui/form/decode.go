@@ -1,6 +1,7 @@
 package form
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"net/url"
@@ -29,9 +30,12 @@ func (e *Error) Error() string {
 }
 
 // Decode rebuilds the JSON document of schema from a submission of the fields Render
-// wrote: numbers parsed, booleans from their switch and hidden input, empty fields left
-// out (so the default applies, and a writeOnly value left empty keeps the stored secret),
-// list rows in index order. Names that are not fields of the schema (a CSRF token) are
+// wrote: numbers parsed, booleans from their switch and hidden input, list rows in index
+// order. What the operator left as it was is left out, so that the host fills in the
+// default and an optional object nobody touched is not sent: an empty field (a writeOnly
+// value left empty keeps the stored secret), a value equal to its default, a switch left
+// off that has no default and is not required, an empty list that has none, and an object
+// with nothing left in it. Names that are not fields of the schema (a CSRF token) are
 // ignored. A value that does not parse is an *Error naming its pointer; the document is
 // then still returned, with every value that did parse, so that a page can show the
 // submission again without losing what was typed.
@@ -41,7 +45,7 @@ func Decode(schemaJSON json.RawMessage, form url.Values) (json.RawMessage, error
 		return nil, err
 	}
 	d := &decoder{form: form, errs: map[string]string{}}
-	v, ok := d.value(root, "")
+	v, ok := d.value(root, "", true)
 	if !ok {
 		v = map[string]any{}
 	}
@@ -60,17 +64,37 @@ type decoder struct {
 	errs map[string]string
 }
 
-// value decodes the value at ptr; ok is false when the form has nothing for it.
-func (d *decoder) value(s *schema, ptr string) (any, bool) {
+// value decodes the value at ptr; ok is false when the form has nothing for it, or only
+// what stands for leaving it as it is.
+func (d *decoder) value(s *schema, ptr string, required bool) (any, bool) {
+	v, ok := d.decode(s, ptr, required)
+	if !ok || ptr == "" {
+		return v, ok || ptr == ""
+	}
+	if s.HasDefault && sameJSON(v, s.Default) {
+		return nil, false
+	}
+	if !s.HasDefault && !required {
+		switch x := v.(type) {
+		case bool:
+			return v, x
+		case []any:
+			return v, len(x) > 0
+		}
+	}
+	return v, true
+}
+
+func (d *decoder) decode(s *schema, ptr string, required bool) (any, bool) {
 	switch {
 	case s.Type == "object":
 		obj := map[string]any{}
 		for _, pr := range s.Properties {
-			if v, ok := d.value(pr.Schema, ptr+"/"+escapeToken(pr.Name)); ok {
+			if v, ok := d.value(pr.Schema, ptr+"/"+escapeToken(pr.Name), s.Required[pr.Name]); ok {
 				obj[pr.Name] = v
 			}
 		}
-		return obj, len(obj) > 0 || ptr == "" || d.submittedUnder(ptr)
+		return obj, len(obj) > 0
 	case s.Type == "array":
 		return d.array(s, ptr)
 	}
@@ -179,7 +203,7 @@ func (d *decoder) array(s *schema, ptr string) (any, bool) {
 		return items, marked
 	}
 	for _, i := range d.indexes(ptr) {
-		if v, ok := d.value(s.Items, ptr+"/"+strconv.Itoa(i)); ok {
+		if v, ok := d.value(s.Items, ptr+"/"+strconv.Itoa(i), true); ok {
 			items = append(items, v)
 		}
 	}
@@ -221,12 +245,9 @@ func (d *decoder) indexes(ptr string) []int {
 	return out
 }
 
-func (d *decoder) submittedUnder(ptr string) bool {
-	prefix := ptr + "/"
-	for name := range d.form {
-		if strings.HasPrefix(name, prefix) {
-			return true
-		}
-	}
-	return false
+// sameJSON tells whether two decoded values are the same JSON.
+func sameJSON(a, b any) bool {
+	ja, err1 := json.Marshal(a)
+	jb, err2 := json.Marshal(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ja, jb)
 }

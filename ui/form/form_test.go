@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/net/html"
 
+	"github.com/fedhost/fedhost/sdk/schema"
 	"github.com/fedhost/fedhost/ui/form"
 )
 
@@ -88,12 +89,88 @@ func TestGolden(t *testing.T) {
 			value:  `{"apiKey": "never-shown-0123456789", "ports": [8080, 8443], "relays": [{"url": "https://relay.example", "inbox": false, "tags": ["a"]}]}`,
 			opts:   form.Options{SecretsSet: map[string]bool{"/apiKey": true}},
 		},
+		{name: "everything", schema: everythingSchema},
+		{
+			name:   "everything-errors",
+			schema: everythingSchema,
+			value:  `{"siteName": "ab", "contact": {"email": "x"}, "mirrors": [{"weight": 2}], "smtp": {"port": 25}}`,
+			opts: form.Options{SecretsSet: map[string]bool{"/apiToken": true}, Errors: map[string]string{
+				"/siteName":         "Site name must be at least 3 characters",
+				"/contact/email":    "Contact e-mail must be an e-mail address",
+				"/mirrors/0/url":    "Mirror URL is required: fill it in",
+				"/mirrors/0/weight": "Weight must be at most 1",
+				"/smtp/host":        "Mail server is required: fill it in",
+			}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			golden(t, tt.name, render(t, tt.schema(t), tt.value, tt.opts))
 		})
+	}
+}
+
+func everythingSchema(t *testing.T) json.RawMessage {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", "everything.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw
+}
+
+// A form left untouched submits a document that is valid once the host has filled in the
+// defaults: required fields with defaults are not required of the operator, and the
+// optional object nobody touched (smtp, whose host is required) is not sent.
+func TestUntouchedFormIsValidWithDefaults(t *testing.T) {
+	t.Parallel()
+	s := everythingSchema(t)
+	p := parse(t, render(t, s, "", form.Options{}))
+	for _, name := range []string{"/siteName", "/contact/email", "/contact/team"} {
+		if hasAttr(p.control(name), "required") {
+			t.Errorf("%s has a default but the browser is told it is required", name)
+		}
+	}
+	raw, err := form.Decode(s, p.submit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "smtp") {
+		t.Errorf("the untouched optional object is sent: %s", raw)
+	}
+	compiled, err := schema.Compile("everything.json", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := decodeAny(string(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	filled, _ := json.Marshal(schema.ApplyDefaults(compiled, doc))
+	if problems := schema.Check(compiled, filled); len(problems) > 0 {
+		t.Errorf("the untouched form is refused: %v (sent %s)", problems, raw)
+	}
+	sameJSON(t, filled, []byte(`{"siteName": "Our site", "contact": {"email": "admin@example.org", "team": "ops"},
+		"mode": "invite", "workers": 2, "tags": ["news"]}`))
+}
+
+// Fields come in the order the schema lists its properties; x-order moves one ahead.
+func TestFieldsFollowTheSchemasOrder(t *testing.T) {
+	t.Parallel()
+	p := parse(t, render(t, everythingSchema(t), "", form.Options{}))
+	var names []string
+	for _, n := range p.all(func(n *html.Node) bool {
+		return (n.Data == "input" || n.Data == "select" || n.Data == "textarea") && attrValue(n, "type") != "hidden" &&
+			strings.Count(attrValue(n, "name"), "/") == 1
+	}) {
+		if name := attrValue(n, "name"); !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	want := []string{"/debug", "/siteName", "/mode", "/workers", "/apiToken", "/about"}
+	if !slices.Equal(names, want) {
+		t.Errorf("top-level controls in order %v, want %v", names, want)
 	}
 }
 
@@ -356,9 +433,10 @@ func TestEnableSwitchShowsSections(t *testing.T) {
 	}
 }
 
-// Decode(Render(value)) keeps every value given; what the form preselects (a select's or
-// switch's default, a list's default rows) comes back as well, and a second round changes
-// nothing. Secrets are never rendered, so they come back only when typed again.
+// Decode(Render(value)) keeps every value given, but for those equal to their default,
+// which the host fills in again: with the schema's defaults applied, the two are the same,
+// and a second round changes nothing. Secrets are never rendered, so they come back only
+// when typed again.
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -375,7 +453,7 @@ func TestRoundTrip(t *testing.T) {
 				"transcoding_hls": false, "transcoding_web_videos": true, "import_http": true}`},
 		{name: "lists", schema: listsSchema,
 			value: `{"apiKey": "secret-0123456789", "ratio": 0.25, "level": 2, "trustedProxies": ["10.0.0.1", "10.0.0.2"], "ports": [8080],
-				"relays": [{"url": "https://a.example", "inbox": false, "tags": ["x", "y"]}, {"url": "https://b.example", "tags": []}]}`,
+				"relays": [{"url": "https://a.example", "inbox": false, "tags": ["x", "y"]}, {"url": "https://b.example"}]}`,
 			secrets: []string{"/apiKey"}},
 	}
 	for _, tt := range tests {
@@ -397,6 +475,7 @@ func TestRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			want, got = withDefaults(t, s, want), withDefaults(t, s, got)
 			if msg := contains(got, want, ""); msg != "" {
 				t.Errorf("%s\n got: %s", msg, once)
 			}
@@ -407,6 +486,16 @@ func TestRoundTrip(t *testing.T) {
 			sameJSON(t, twice, once)
 		})
 	}
+}
+
+// withDefaults is v with the defaults of the schema filled in, as the host does.
+func withDefaults(t *testing.T, s json.RawMessage, v any) any {
+	t.Helper()
+	compiled, err := schema.Compile("form.json", s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return schema.ApplyDefaults(compiled, v)
 }
 
 func decodeAny(s string) (any, error) {
@@ -474,10 +563,13 @@ func TestDecode(t *testing.T) {
 		{"empty fields are left out, switches give false", url.Values{
 			"/apiKey": {""}, "/ratio": {""}, "/level": {""}, "/trustedProxies": {""}, "/csrf": {"x"},
 		}, `{"trustedProxies": []}`},
-		{"rows in index order, removed rows leave gaps, empty scalar rows dropped", url.Values{
+		{"rows in index order, removed rows leave gaps, empty scalar rows dropped, a switch at its default left out", url.Values{
 			"/trustedProxies": {""}, "/trustedProxies/10": {"c"}, "/trustedProxies/2": {"b"}, "/trustedProxies/3": {""},
 			"/relays": {""}, "/relays/1/url": {"https://x"}, "/relays/1/inbox": {"false", "true"},
-		}, `{"trustedProxies": ["b", "c"], "relays": [{"url": "https://x", "inbox": true}]}`},
+		}, `{"trustedProxies": ["b", "c"], "relays": [{"url": "https://x"}]}`},
+		{"an empty list without a default is left out, and so is the object it leaves empty", url.Values{
+			"/relays": {""}, "/relays/0/tags": {""}, "/relays/1/url": {"https://y"}, "/relays/1/tags": {""},
+		}, `{"relays": [{"url": "https://y"}]}`},
 		{"checked switch wins over its hidden input", url.Values{"/relays/0/inbox": {"false"}},
 			`{"relays": [{"inbox": false}]}`},
 		{"number forms", url.Values{"/ports/0": {" 1e2 "}, "/ratio": {"1E-1"}, "/level": {"3"}},

@@ -177,7 +177,8 @@ func (r *renderer) object(s *schema, p place, val any, has bool) {
 	}
 	child := func(pr property, cp place) {
 		v, ok := obj[pr.Name]
-		cp.required = s.Required[pr.Name]
+		// A required value with a default may be left empty: the host fills the default in.
+		cp.required = s.Required[pr.Name] && !pr.Schema.HasDefault
 		r.field(pr.Schema, cp, v, ok)
 	}
 	enable, toggled := switchOf(s)
@@ -385,8 +386,19 @@ func (r *renderer) secret(s *schema, p place) {
 	}
 	r.w.void("input", m.controlAttrs(p, attrs...)...)
 	r.notes(s, m)
+	if set {
+		clearID := m.id + ".clear"
+		r.w.open("div", at("class", "field-choice field-clear"))
+		r.w.void("input", at("type", "checkbox"), at("id", clearID), at("name", ClearSecretField), at("value", p.ptr))
+		r.w.label(clearID, "Clear the stored value", false, false)
+		r.w.close("div")
+	}
 	r.w.close("div")
 }
+
+// ClearSecretField is the name of the checkboxes that ask to forget a stored writeOnly
+// value; each submits the value's pointer.
+const ClearSecretField = "clear-secret"
 
 // array writes a list with a row per item, each with a remove button, and a template
 // row that the add button copies. The buttons only work with Script, which shows them.

@@ -33,7 +33,7 @@ type schema struct {
 	Widget      string
 	Format      string
 	WriteOnly   bool
-	Properties  []property // in x-order, then by name
+	Properties  []property // by x-order, then in the schema's own order
 	Required    map[string]bool
 	Items       *schema
 	MinItems    *int
@@ -64,7 +64,7 @@ type rawSchema struct {
 	Widget      string                     `json:"x-widget"`
 	Format      string                     `json:"format"`
 	WriteOnly   bool                       `json:"writeOnly"`
-	Properties  map[string]json.RawMessage `json:"properties"`
+	Properties  json.RawMessage            `json:"properties"`
 	Required    []string                   `json:"required"`
 	Items       json.RawMessage            `json:"items"`
 	MinItems    *int                       `json:"minItems"`
@@ -131,26 +131,27 @@ func (c *compiler) compile(raw json.RawMessage, at string, depth int) (*schema, 
 		}
 		s.Enum = append(s.Enum, v)
 	}
-	if s.Type, err = schemaType(rs.Type, s.Enum, rs.Properties != nil, len(rs.Items) > 0); err != nil {
+	props, err := members(rs.Properties)
+	if err != nil {
+		return nil, fmt.Errorf("%s/properties: %w", at, err)
+	}
+	if s.Type, err = schemaType(rs.Type, s.Enum, len(rs.Properties) > 0, len(rs.Items) > 0); err != nil {
 		return nil, fmt.Errorf("%s/type: %w", at, err)
 	}
 	s.Required = map[string]bool{}
 	for _, name := range rs.Required {
 		s.Required[name] = true
 	}
-	for name, pr := range rs.Properties {
-		ps, err := c.compile(pr, at+"/properties/"+escapeToken(name), depth+1)
+	for _, m := range props {
+		ps, err := c.compile(m.value, at+"/properties/"+escapeToken(m.name), depth+1)
 		if err != nil {
 			return nil, err
 		}
-		s.Properties = append(s.Properties, property{Name: name, Schema: ps})
+		s.Properties = append(s.Properties, property{Name: m.name, Schema: ps})
 	}
-	sort.Slice(s.Properties, func(i, j int) bool {
-		a, b := s.Properties[i], s.Properties[j]
-		if oa, ob := orderOf(a.Schema), orderOf(b.Schema); oa != ob {
-			return oa < ob
-		}
-		return a.Name < b.Name
+	// x-order first; properties without one keep the order the schema lists them in.
+	sort.SliceStable(s.Properties, func(i, j int) bool {
+		return orderOf(s.Properties[i].Schema) < orderOf(s.Properties[j].Schema)
 	})
 	if len(rs.Items) > 0 {
 		if s.Items, err = c.compile(rs.Items, at+"/items", depth+1); err != nil {
@@ -158,6 +159,43 @@ func (c *compiler) compile(raw json.RawMessage, at string, depth int) (*schema, 
 		}
 	}
 	return s, nil
+}
+
+type member struct {
+	name  string
+	value json.RawMessage
+}
+
+// members reads a JSON object's members in the order they are written; a later member of
+// the same name replaces an earlier one, as encoding/json does.
+func members(raw json.RawMessage) ([]member, error) {
+	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
+		return nil, nil
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := d.Token(); err != nil || t != json.Delim('{') {
+		return nil, fmt.Errorf("not an object of schemas")
+	}
+	var out []member
+	at := map[string]int{}
+	for d.More() {
+		t, err := d.Token()
+		if err != nil {
+			return nil, err
+		}
+		name, _ := t.(string)
+		var v json.RawMessage
+		if err := d.Decode(&v); err != nil {
+			return nil, err
+		}
+		if i, ok := at[name]; ok {
+			out[i].value = v
+			continue
+		}
+		at[name] = len(out)
+		out = append(out, member{name: name, value: v})
+	}
+	return out, nil
 }
 
 // resolve returns the keywords of raw, with those of its $ref target underneath them:
