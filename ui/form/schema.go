@@ -54,28 +54,28 @@ type property struct {
 }
 
 type rawSchema struct {
-	Type        json.RawMessage            `json:"type"`
-	Title       string                     `json:"title"`
-	Description string                     `json:"description"`
-	Default     json.RawMessage            `json:"default"`
-	Enum        []json.RawMessage          `json:"enum"`
-	EnumTitles  []string                   `json:"x-enumTitles"`
-	Order       *float64                   `json:"x-order"`
-	Widget      string                     `json:"x-widget"`
-	Format      string                     `json:"format"`
-	WriteOnly   bool                       `json:"writeOnly"`
-	Properties  json.RawMessage            `json:"properties"`
-	Required    []string                   `json:"required"`
-	Items       json.RawMessage            `json:"items"`
-	MinItems    *int                       `json:"minItems"`
-	MaxItems    *int                       `json:"maxItems"`
-	Minimum     *json.Number               `json:"minimum"`
-	Maximum     *json.Number               `json:"maximum"`
-	MultipleOf  *json.Number               `json:"multipleOf"`
-	MinLength   *int                       `json:"minLength"`
-	MaxLength   *int                       `json:"maxLength"`
-	Pattern     string                     `json:"pattern"`
-	UniqueItems bool                       `json:"uniqueItems"`
+	Type        json.RawMessage   `json:"type"`
+	Title       string            `json:"title"`
+	Description string            `json:"description"`
+	Default     json.RawMessage   `json:"default"`
+	Enum        []json.RawMessage `json:"enum"`
+	EnumTitles  []string          `json:"x-enumTitles"`
+	Order       *float64          `json:"x-order"`
+	Widget      string            `json:"x-widget"`
+	Format      string            `json:"format"`
+	WriteOnly   bool              `json:"writeOnly"`
+	Properties  json.RawMessage   `json:"properties"`
+	Required    []string          `json:"required"`
+	Items       json.RawMessage   `json:"items"`
+	MinItems    *int              `json:"minItems"`
+	MaxItems    *int              `json:"maxItems"`
+	Minimum     *json.Number      `json:"minimum"`
+	Maximum     *json.Number      `json:"maximum"`
+	MultipleOf  *json.Number      `json:"multipleOf"`
+	MinLength   *int              `json:"minLength"`
+	MaxLength   *int              `json:"maxLength"`
+	Pattern     string            `json:"pattern"`
+	UniqueItems bool              `json:"uniqueItems"`
 }
 
 // compile reads a schema document; its root must describe an object.
