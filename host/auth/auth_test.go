@@ -28,6 +28,7 @@ type bundle struct {
 	log   *audit.Log
 	clock *clock
 	raw   *sql.DB
+	st    *store.Store
 }
 
 func setup(t *testing.T, cfg store.Config) bundle {
@@ -35,7 +36,7 @@ func setup(t *testing.T, cfg store.Config) bundle {
 	st := storetest.Open(t, cfg)
 	c := storetest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	log := audit.New(st, audit.Options{Now: c.Now})
-	return bundle{svc: auth.New(st, auth.Options{Audit: log, Now: c.Now}), log: log, clock: c, raw: storetest.RawDB(t, cfg)}
+	return bundle{svc: auth.New(st, auth.Options{Audit: log, Now: c.Now}), log: log, clock: c, raw: storetest.RawDB(t, cfg), st: st}
 }
 
 func TestPasswordHash(t *testing.T) {
