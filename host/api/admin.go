@@ -14,10 +14,10 @@ import (
 
 // User is an operator account as the API shows it.
 type User struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Superuser bool      `json:"superuser"`
-	Disabled  bool      `json:"disabled"`
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Superuser bool   `json:"superuser"`
+	Disabled  bool   `json:"disabled"`
 	// MustChangePassword: the account's password was generated (first start, reset) and
 	// is to be changed at its next sign-in.
 	MustChangePassword bool      `json:"must_change_password"`
