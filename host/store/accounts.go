@@ -124,6 +124,9 @@ type UserChange struct {
 	// EndTokens revokes every API token of the user (a reset: whoever had the old
 	// password may have made some). Disabling the user always does.
 	EndTokens bool
+	// MayRemoveLastSuperuser lets the change demote the last active superuser: an
+	// OpenID provider's groups decide who is one.
+	MayRemoveLastSuperuser bool
 }
 
 // UpdateUser applies change to the user with the given ID at time at. A new
@@ -146,7 +149,7 @@ func (s *Store) UpdateUser(ctx context.Context, id string, change UserChange, at
 	}
 	disabling := change.Disabled != nil && *change.Disabled
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
-		if disabling || (change.Superuser != nil && !*change.Superuser) {
+		if !change.MayRemoveLastSuperuser && (disabling || (change.Superuser != nil && !*change.Superuser)) {
 			if err := lastSuperuser(tx, id); err != nil {
 				return err
 			}
