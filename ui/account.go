@@ -26,7 +26,11 @@ type accountData struct {
 }
 
 func (u *UI) account(c *fiber.Ctx, s *session) error {
-	return u.showAccount(c, s, fiber.StatusOK, accountData{})
+	var data accountData
+	if c.Query("password") == "changed" {
+		data.Notice = "Your password is changed. Your other sessions have ended; your API tokens still work: revoke below any you do not trust."
+	}
+	return u.showAccount(c, s, fiber.StatusOK, data)
 }
 
 func (u *UI) showAccount(c *fiber.Ctx, s *session, status int, data accountData) error {
@@ -93,8 +97,7 @@ func (u *UI) changePassword(c *fiber.Ctx, s *session) error {
 	case err != nil:
 		return err
 	}
-	s.MustChangePassword = false
-	return u.showAccount(c, s, fiber.StatusOK, accountData{Notice: "Your password is changed. Your other sessions have ended; your API tokens still work: revoke below any you do not trust."})
+	return c.Redirect("/account?password=changed", fiber.StatusSeeOther)
 }
 
 // ownEvents returns the newest audit events by or about user, newest first.

@@ -52,7 +52,10 @@ func TestGeneratedPasswordIsChangedFirst(t *testing.T) {
 	require.Contains(t, page, "at least 12 characters")
 	require.NotContains(t, page, password)
 
-	res, page = alice.post(t, "/account/password", url.Values{"current_password": {password}, "new_password": {"correct horse battery"}, "confirm_password": {"correct horse battery"}})
+	res, _ = alice.post(t, "/account/password", url.Values{"current_password": {password}, "new_password": {"correct horse battery"}, "confirm_password": {"correct horse battery"}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode)
+	require.Equal(t, "/account?password=changed", res.Header.Get("Location"))
+	res, page = alice.get(t, "/account?password=changed")
 	require.Equal(t, http.StatusOK, res.StatusCode)
 	require.Contains(t, page, "Your password is changed")
 	res, _ = alice.get(t, "/deployments")
