@@ -51,7 +51,7 @@ func (h *handlers) namedUser(c *fiber.Ctx) (auth.User, error) {
 			return u, nil
 		}
 	}
-	return auth.User{}, &deploy.Error{Code: deploy.CodeNotFound, Location: "/name", Message: "no such user: see GET /api/v1/users"}
+	return auth.User{}, &deploy.Error{Code: deploy.CodeNotFound, Message: "no such user: see GET /api/v1/users"}
 }
 
 func (h *handlers) userTokens(c *fiber.Ctx) error {
@@ -81,13 +81,11 @@ func (h *handlers) accountChange(action string, self bool, change func(c *fiber.
 		var owns *store.OwnsDeploymentsError
 		switch {
 		case errors.Is(err, auth.ErrSelf):
-			return &deploy.Error{Code: deploy.CodeConflict, Location: "/name", Message: auth.ErrSelf.Error()}
+			return &deploy.Error{Code: deploy.CodeConflict, Message: auth.ErrSelf.Error()}
 		case errors.Is(err, store.ErrLastSuperuser):
-			return &deploy.Error{Code: deploy.CodeConflict, Location: "/name",
-				Message: "this is the last active superuser: make another superuser first, so that somebody can still manage the accounts"}
+			return &deploy.Error{Code: deploy.CodeConflict, Message: "this is the last active superuser: make another superuser first, so that somebody can still manage the accounts"}
 		case errors.As(err, &owns):
-			return &deploy.Error{Code: deploy.CodeConflict, Location: "/name",
-				Message: fmt.Sprintf("the user owns %d deployments that are not destroyed: destroy them, or ask their owner to, first", owns.Count)}
+			return &deploy.Error{Code: deploy.CodeConflict, Message: fmt.Sprintf("the user owns %d deployments that are not destroyed: destroy them, or ask their owner to, first", owns.Count)}
 		case err != nil:
 			return err
 		}
@@ -143,7 +141,7 @@ func (h *handlers) createUser(c *fiber.Ctx) error {
 	u, password, err := h.d.Auth.CreateUser(c.UserContext(), req.Name, req.Superuser)
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		return &deploy.Error{Code: deploy.CodeConflict, Location: "/name", Message: err.Error()}
+		return &deploy.Error{Code: deploy.CodeConflict, Message: err.Error()}
 	case errors.Is(err, auth.ErrInvalidName):
 		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/name", Message: err.Error()}
 	case err != nil:
