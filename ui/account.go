@@ -86,9 +86,13 @@ func (u *UI) changePassword(c *fiber.Ctx, s *session) error {
 	if next != c.FormValue("confirm_password") {
 		return u.showPassword(c, s, fiber.StatusBadRequest, "confirm", "The two new passwords differ: type the same one twice.")
 	}
-	err := u.d.Auth.ChangePassword(s.ctx, s.ID, c.FormValue("current_password"), next, c.Cookies(CookieName))
+	err := u.d.Auth.ChangePassword(s.ctx, s.ID, c.FormValue("current_password"), next, c.Cookies(CookieName), c.IP())
 	var pe *auth.PasswordError
+	var limited *auth.RateLimitedError
 	switch {
+	case errors.As(err, &limited):
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(int(limited.RetryAfter/time.Second)))
+		return u.showPassword(c, s, fiber.StatusTooManyRequests, "current", "Too many wrong current passwords from your address: wait "+limited.RetryAfter.String()+" and try again.")
 	case errors.Is(err, auth.ErrWrongPassword):
 		return u.showPassword(c, s, fiber.StatusBadRequest, "current", "The current password is wrong: type the password you signed in with.")
 	case errors.As(err, &pe):

@@ -388,9 +388,14 @@ func (h *handlers) changePassword(c *fiber.Ctx) error {
 	if cl.issuer == audit.IssuerSession {
 		keep = c.Cookies(SessionCookie)
 	}
-	err := h.d.Auth.ChangePassword(c.UserContext(), cl.user.ID, req.CurrentPassword, req.NewPassword, keep)
+	err := h.d.Auth.ChangePassword(c.UserContext(), cl.user.ID, req.CurrentPassword, req.NewPassword, keep, c.IP())
 	var pe *auth.PasswordError
+	var limited *auth.RateLimitedError
 	switch {
+	case errors.As(err, &limited):
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(int(limited.RetryAfter/time.Second)))
+		return &denied{status: fiber.StatusTooManyRequests, code: "rate_limited",
+			message: fmt.Sprintf("too many wrong current passwords from this address: wait %s and try again", limited.RetryAfter)}
 	case errors.Is(err, auth.ErrWrongPassword):
 		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/current_password", Message: err.Error()}
 	case errors.As(err, &pe):

@@ -66,13 +66,20 @@ func TestChangePassword(t *testing.T) {
 		elsewhere, err := b.svc.NewSession(ctx, admin.ID)
 		require.NoError(t, err)
 
-		require.ErrorIs(t, b.svc.ChangePassword(ctx, admin.ID, "wrong", "a long new passphrase", here.ID), auth.ErrWrongPassword)
+		require.ErrorIs(t, b.svc.ChangePassword(ctx, admin.ID, "wrong", "a long new passphrase", here.ID, "192.0.2.1"), auth.ErrWrongPassword)
 		var pe *auth.PasswordError
-		require.ErrorAs(t, b.svc.ChangePassword(ctx, admin.ID, first, "short", here.ID), &pe)
-		require.ErrorAs(t, b.svc.ChangePassword(ctx, admin.ID, first, first, here.ID), &pe)
+		require.ErrorAs(t, b.svc.ChangePassword(ctx, admin.ID, first, "short", here.ID, "192.0.2.1"), &pe)
+		require.ErrorAs(t, b.svc.ChangePassword(ctx, admin.ID, first, first, here.ID, "192.0.2.1"), &pe)
 		require.NotContains(t, pe.Error(), first)
 
-		require.NoError(t, b.svc.ChangePassword(ctx, admin.ID, first, "a long new passphrase", here.ID))
+		// Guessing the current password through a session is slowed as log-ins are.
+		for range auth.PairFailures {
+			require.ErrorIs(t, b.svc.ChangePassword(ctx, admin.ID, "guess", "a long new passphrase", here.ID, "192.0.2.66"), auth.ErrWrongPassword)
+		}
+		var limited *auth.RateLimitedError
+		require.ErrorAs(t, b.svc.ChangePassword(ctx, admin.ID, first, "a long new passphrase", here.ID, "192.0.2.66"), &limited)
+
+		require.NoError(t, b.svc.ChangePassword(ctx, admin.ID, first, "a long new passphrase", here.ID, "192.0.2.1"))
 		s, err := b.svc.Session(ctx, here.ID)
 		require.NoError(t, err, "the session the change came from stays")
 		require.False(t, s.User.MustChangePassword)

@@ -314,8 +314,10 @@ func (e *PasswordError) Error() string { return "new password: " + e.Reason }
 // "must change password", and ends the user's other sessions: keepSession is the id
 // of the session the change came from, "" for none. API tokens stay: the owner lists
 // and revokes them separately (a token the provider made on the host's command line
-// must keep working after the first-start password is changed).
-func (s *Service) ChangePassword(ctx context.Context, userID, current, next, keepSession string) error {
+// must keep working after the first-start password is changed). Wrong current
+// passwords from clientIP are slowed as failed logins are (a *RateLimitedError), so
+// that a stolen session cannot be used to guess the password.
+func (s *Service) ChangePassword(ctx context.Context, userID, current, next, keepSession, clientIP string) error {
 	const action = "user.change_password"
 	u, err := s.st.UserByID(ctx, userID)
 	if err != nil {
@@ -324,6 +326,11 @@ func (s *Service) ChangePassword(ctx context.Context, userID, current, next, kee
 	refuse := func(reason string, err error) error {
 		return errors.Join(err, s.record(ctx, audit.Event{Action: action, Subject: u.ID, Result: audit.ResultInvalid, Reason: reason}))
 	}
+	pair := pairKey(u.Name, clientKey(clientIP))
+	if wait := s.pairs.charge(pair, s.now()); wait > 0 {
+		return errors.Join(&RateLimitedError{RetryAfter: (wait + time.Second - 1).Truncate(time.Second)},
+			s.record(ctx, audit.Event{Action: action, Subject: u.ID, Result: audit.ResultDenied, Reason: "rate limit"}))
+	}
 	match, err := CheckPassword(u.PasswordHash, current)
 	if err != nil {
 		return fmt.Errorf("user %s: stored %w: ask for a password reset", u.Name, err)
@@ -331,6 +338,7 @@ func (s *Service) ChangePassword(ctx context.Context, userID, current, next, kee
 	if !match {
 		return refuse("current password", ErrWrongPassword)
 	}
+	s.pairs.reset(pair)
 	switch n := utf8.RuneCountInString(next); {
 	case n < MinPasswordLength:
 		return refuse("new password", &PasswordError{Reason: fmt.Sprintf("use at least %d characters; a few words make a good one", MinPasswordLength)})
@@ -378,8 +386,7 @@ func (s *Service) Authenticate(ctx context.Context, name, password, clientIP str
 		return User{}, errors.Join(err, s.record(ctx, e))
 	}
 	client := clientKey(clientIP)
-	// The typed name is kept only as a digest: bounded, and it may be a password.
-	pair := digest(name)[:32] + " " + client
+	pair := pairKey(name, client)
 	// The attempt is counted as a failure before the password is checked, so that
 	// guesses sent at once cannot all pass while the first ones are being hashed.
 	wait := s.pairs.charge(pair, now)
@@ -426,6 +433,10 @@ func (s *Service) Authenticate(ctx context.Context, name, password, clientIP str
 	}
 	return userOf(u), nil
 }
+
+// pairKey is the throttle's key of an account name and a client key. The name is kept
+// only as a digest: bounded, and a typed name may be a password.
+func pairKey(name, client string) string { return digest(name)[:32] + " " + client }
 
 // NewSession is a session just begun: ID goes into the session cookie,
 // CSRFToken into the pages' forms. Neither is shown again.
