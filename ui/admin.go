@@ -124,16 +124,7 @@ func (u *UI) changeOperator(c *fiber.Ctx, s *session) error {
 
 // operator returns the account called name.
 func (u *UI) operator(s *session, name string) (auth.User, error) {
-	users, err := u.d.Auth.Users(s.ctx)
-	if err != nil {
-		return auth.User{}, err
-	}
-	for _, user := range users {
-		if user.Name == name {
-			return user, nil
-		}
-	}
-	return auth.User{}, store.ErrNotFound
+	return u.d.Auth.UserNamed(s.ctx, name)
 }
 
 type operatorData struct {
@@ -166,7 +157,10 @@ func (u *UI) revokeOperatorToken(c *fiber.Ctx, s *session) error {
 		return err
 	}
 	t, err := u.d.Auth.TokenByID(s.ctx, c.Params("token"))
-	if err != nil || t.UserID != target.ID {
+	if err != nil {
+		return err
+	}
+	if t.UserID != target.ID {
 		return store.ErrNotFound
 	}
 	if err := u.d.Auth.RevokeToken(s.ctx, t.ID); err != nil {

@@ -42,16 +42,11 @@ func (h *handlers) listUsers(c *fiber.Ctx) error {
 
 // namedUser returns the account the route names; an unknown name is not_found.
 func (h *handlers) namedUser(c *fiber.Ctx) (auth.User, error) {
-	users, err := h.d.Auth.Users(c.UserContext())
-	if err != nil {
-		return auth.User{}, err
+	u, err := h.d.Auth.UserNamed(c.UserContext(), c.Params("name"))
+	if errors.Is(err, store.ErrNotFound) {
+		return auth.User{}, &deploy.Error{Code: deploy.CodeNotFound, Message: "no such user: see GET /api/v1/users"}
 	}
-	for _, u := range users {
-		if u.Name == c.Params("name") {
-			return u, nil
-		}
-	}
-	return auth.User{}, &deploy.Error{Code: deploy.CodeNotFound, Message: "no such user: see GET /api/v1/users"}
+	return u, err
 }
 
 func (h *handlers) userTokens(c *fiber.Ctx) error {

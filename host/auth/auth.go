@@ -359,6 +359,15 @@ func (s *Service) ChangePassword(ctx context.Context, userID, current, next, kee
 	return s.recordResult(ctx, action, u.ID, err, "store")
 }
 
+// UserNamed returns the user called name; an unknown name wraps store.ErrNotFound.
+func (s *Service) UserNamed(ctx context.Context, name string) (User, error) {
+	u, err := s.st.UserByName(ctx, name)
+	if err != nil {
+		return User{}, err
+	}
+	return userOf(u), nil
+}
+
 // Users returns every user, by name.
 func (s *Service) Users(ctx context.Context) ([]User, error) {
 	users, err := s.st.Users(ctx)

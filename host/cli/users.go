@@ -224,14 +224,9 @@ func (e *env) userChange(use, short, done string, change func(ctx context.Contex
 
 // userNamed returns the user called name.
 func userNamed(ctx context.Context, svc *auth.Service, name string) (auth.User, error) {
-	users, err := svc.Users(ctx)
-	if err != nil {
-		return auth.User{}, err
+	u, err := svc.UserNamed(ctx, name)
+	if errors.Is(err, store.ErrNotFound) {
+		return auth.User{}, fmt.Errorf("no user %q: see `fedhost users list`", name)
 	}
-	for _, u := range users {
-		if u.Name == name {
-			return u, nil
-		}
-	}
-	return auth.User{}, fmt.Errorf("no user %q: see `fedhost users list`", name)
+	return u, err
 }
