@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,9 +74,11 @@ func (u *UI) login(c *fiber.Ctx) error {
 	if err != nil {
 		v := u.loginView(c, name, next)
 		status := fiber.StatusUnauthorized
+		var limited *auth.RateLimitedError
 		switch {
-		case errors.Is(err, auth.ErrRateLimited):
-			status, v.Error = fiber.StatusTooManyRequests, "Too many failed logins: wait 15 minutes and try again."
+		case errors.As(err, &limited):
+			c.Set(fiber.HeaderRetryAfter, strconv.Itoa(int(limited.RetryAfter/time.Second)))
+			status, v.Error = fiber.StatusTooManyRequests, "Too many failed logins from your address: wait "+limited.RetryAfter.String()+" and try again."
 		case errors.Is(err, auth.ErrBadCredentials):
 			v.Error = "Wrong user name or password. Check both and try again."
 		default:

@@ -119,9 +119,15 @@ func (u *UI) Mount(app *fiber.App) {
 
 	app.Get("/account", u.signedIn(u.account))
 	app.Post("/account/tokens", u.signedIn(u.createToken))
+	app.Post("/account/tokens/:token/revoke", u.signedIn(u.revokeToken))
+	app.Get(passwordPath, u.signedIn(u.passwordPage))
+	app.Post(passwordPath, u.signedIn(u.changePassword))
 
 	app.Get("/admin/operators", u.signedIn(u.superuser("admin.operators", u.operators)))
 	app.Post("/admin/operators", u.signedIn(u.superuser("user.create", u.createOperator)))
+	app.Get("/admin/operators/:name", u.signedIn(u.superuser("admin.operators", u.operatorPage)))
+	app.Post("/admin/operators/:name/tokens/:token/revoke", u.signedIn(u.superuser("token.revoke", u.revokeOperatorToken)))
+	app.Post("/admin/operators/:name/:change", u.signedIn(u.superuser("user.change", u.changeOperator)))
 	app.Get("/admin/plugins", u.signedIn(u.superuser("admin.plugins", u.pluginsPage)))
 	app.Get("/admin/catalog", u.signedIn(u.superuser("admin.catalog", u.catalogPage)))
 	app.Get("/admin/jobs", u.signedIn(u.superuser("admin.jobs", u.jobs)))
@@ -168,12 +174,19 @@ func (u *UI) signedIn(h handler) fiber.Handler {
 					"This form was not sent from a page of your current session. Go back, reload the page and send it again.")
 			}
 		}
+		// A generated password is changed before anything else; signing out stays possible.
+		if s.MustChangePassword && c.Path() != passwordPath && c.Path() != "/logout" {
+			return c.Redirect(passwordPath, fiber.StatusSeeOther)
+		}
 		if err := h(c, s); err != nil {
 			return u.failure(c, s, err)
 		}
 		return nil
 	}
 }
+
+// passwordPath is the page that changes the signed-in user's password.
+const passwordPath = "/account/password"
 
 // superuser lets only superusers through to h and records the refusal of anyone else.
 func (u *UI) superuser(action string, h handler) handler {
@@ -307,7 +320,15 @@ var funcs = template.FuncMap{
 	"ago":       relative,
 	"past":      func(t time.Time) bool { return t.Before(time.Now()) },
 	"retention": retention,
-	"snapshot":  shortSnapshot,
+	// tokens is what the tokentable template needs: the tokens, where their revoke
+	// buttons post to (the token's id and /revoke follow), and the session's CSRF token.
+	"tokens": func(list []auth.Token, action, csrf string) any {
+		return struct {
+			Tokens       []auth.Token
+			Action, CSRF string
+		}{list, action, csrf}
+	},
+	"snapshot": shortSnapshot,
 }
 
 // buildDuration is how long a build ran, or has been running.

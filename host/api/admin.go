@@ -2,6 +2,7 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -13,11 +14,18 @@ import (
 
 // User is an operator account as the API shows it.
 type User struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Superuser bool      `json:"superuser"`
-	Disabled  bool      `json:"disabled"`
-	CreatedAt time.Time `json:"created_at"`
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Superuser bool   `json:"superuser"`
+	Disabled  bool   `json:"disabled"`
+	// MustChangePassword: the account's password was generated (first start, reset) and
+	// is to be changed at its next sign-in.
+	MustChangePassword bool      `json:"must_change_password"`
+	CreatedAt          time.Time `json:"created_at"`
+}
+
+func userOf(u auth.User) User {
+	return User{ID: u.ID, Name: u.Name, Superuser: u.Superuser, Disabled: u.Disabled, MustChangePassword: u.MustChangePassword, CreatedAt: u.CreatedAt}
 }
 
 func (h *handlers) listUsers(c *fiber.Ctx) error {
@@ -27,9 +35,91 @@ func (h *handlers) listUsers(c *fiber.Ctx) error {
 	}
 	out := make([]User, 0, len(users))
 	for _, u := range users {
-		out = append(out, User{ID: u.ID, Name: u.Name, Superuser: u.Superuser, Disabled: u.Disabled, CreatedAt: u.CreatedAt})
+		out = append(out, userOf(u))
 	}
 	return c.JSON(out)
+}
+
+// namedUser returns the account the route names; an unknown name is not_found.
+func (h *handlers) namedUser(c *fiber.Ctx) (auth.User, error) {
+	u, err := h.d.Auth.UserNamed(c.UserContext(), c.Params("name"))
+	if errors.Is(err, store.ErrNotFound) {
+		return auth.User{}, &deploy.Error{Code: deploy.CodeNotFound, Message: "no such user: see GET /api/v1/users"}
+	}
+	return u, err
+}
+
+func (h *handlers) userTokens(c *fiber.Ctx) error {
+	u, err := h.namedUser(c)
+	if err != nil {
+		return err
+	}
+	return h.tokensOf(c, u.ID)
+}
+
+// accountChange answers a change of the account the route names, made by change, with
+// what change returns, or 204 for nil. self refuses the change on the caller's own
+// account, where it would lock the caller out.
+func (h *handlers) accountChange(action string, self bool, change func(c *fiber.Ctx, name string) (any, error)) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		u, err := h.namedUser(c)
+		if err != nil {
+			return err
+		}
+		cl, _ := callerOf(c)
+		var answer any
+		if self && u.ID == cl.user.ID {
+			err = h.d.Auth.Refuse(c.UserContext(), action, u.Name, auth.ErrSelf)
+		} else {
+			answer, err = change(c, u.Name)
+		}
+		var owns *store.OwnsDeploymentsError
+		switch {
+		case errors.Is(err, auth.ErrSelf):
+			return &deploy.Error{Code: deploy.CodeConflict, Message: auth.ErrSelf.Error()}
+		case errors.Is(err, store.ErrLastSuperuser):
+			return &deploy.Error{Code: deploy.CodeConflict, Message: "this is the last active superuser: make another superuser first, so that somebody can still manage the accounts"}
+		case errors.As(err, &owns):
+			return &deploy.Error{Code: deploy.CodeConflict, Message: fmt.Sprintf("the user owns %d deployments that are not destroyed: destroy them, or ask their owner to, first", owns.Count)}
+		case err != nil:
+			return err
+		}
+		if answer != nil {
+			return c.JSON(answer)
+		}
+		return c.SendStatus(fiber.StatusNoContent)
+	}
+}
+
+func (h *handlers) setDisabled(disabled bool) func(*fiber.Ctx, string) (any, error) {
+	return func(c *fiber.Ctx, name string) (any, error) {
+		return nil, h.d.Auth.SetDisabled(c.UserContext(), name, disabled)
+	}
+}
+
+func (h *handlers) promote(c *fiber.Ctx, name string) (any, error) {
+	return nil, h.d.Auth.Promote(c.UserContext(), name)
+}
+
+func (h *handlers) demote(c *fiber.Ctx, name string) (any, error) {
+	return nil, h.d.Auth.Demote(c.UserContext(), name)
+}
+
+func (h *handlers) deleteUser(c *fiber.Ctx, name string) (any, error) {
+	return nil, h.d.Auth.DeleteUser(c.UserContext(), name)
+}
+
+// PasswordAnswer shows a generated password once.
+type PasswordAnswer struct {
+	Password string `json:"password"`
+}
+
+func (h *handlers) resetPassword(c *fiber.Ctx, name string) (any, error) {
+	password, err := h.d.Auth.ResetPassword(c.UserContext(), name)
+	if err != nil {
+		return nil, err
+	}
+	return PasswordAnswer{Password: password}, nil
 }
 
 // CreateUserRequest makes an operator account.
@@ -46,14 +136,14 @@ func (h *handlers) createUser(c *fiber.Ctx) error {
 	u, password, err := h.d.Auth.CreateUser(c.UserContext(), req.Name, req.Superuser)
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		return &deploy.Error{Code: deploy.CodeConflict, Location: "/name", Message: err.Error()}
+		return &deploy.Error{Code: deploy.CodeConflict, Message: err.Error()}
 	case errors.Is(err, auth.ErrInvalidName):
 		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/name", Message: err.Error()}
 	case err != nil:
 		return err
 	}
 	return c.Status(fiber.StatusCreated).JSON(fiber.Map{
-		"user":     User{ID: u.ID, Name: u.Name, Superuser: u.Superuser, CreatedAt: u.CreatedAt},
+		"user":     userOf(u),
 		"password": password,
 	})
 }

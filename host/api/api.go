@@ -49,9 +49,12 @@ func errorHandler(c *fiber.Ctx, err error) error {
 	var de *deploy.Error
 	var fe *fiber.Error
 	var dn *denied
+	var rf *refused
 	switch {
 	case errors.As(err, &dn):
 		body, status = Error{Code: dn.code, Message: dn.message}, dn.status
+	case errors.As(err, &rf):
+		body, status = Error{Code: rf.code, Message: rf.message}, rf.status
 	case errors.As(err, &de):
 		body = Error{Code: de.Code, Message: de.Message, Location: de.Location, Details: de.Details}
 		status = statusOf[de.Code]

@@ -1,8 +1,12 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"mime"
+	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -90,6 +94,13 @@ func (h *handlers) route(r fiber.Router, method, path string, rule Access, actio
 		if err := h.authorize(c, rule, action); err != nil {
 			return err
 		}
+		if c.Method() != fiber.MethodGet && c.Method() != fiber.MethodHead && len(c.Body()) > 0 && !isJSON(c) {
+			err := errNotJSON
+			if action != "" {
+				h.recordResult(c, action, err)
+			}
+			return err
+		}
 		err := handler(c)
 		if action != "" {
 			h.recordResult(c, action, err)
@@ -103,6 +114,55 @@ type Rule struct {
 	Method, Path string
 	Access       Access
 	Action       string
+}
+
+// refused is the answer of a call refused before its handler ran for what it sent, not
+// for who sent it.
+type refused struct {
+	status  int
+	code    string
+	message string
+}
+
+func (r *refused) Error() string { return r.message }
+
+// errNotJSON refuses a body that does not say it is JSON. Besides being what the API
+// reads, this keeps a plain HTML form on another site from posting to it: a JSON
+// content type makes a browser ask first (a CORS preflight), which fedhost does not
+// answer (docs/security.md).
+var errNotJSON = &refused{status: fiber.StatusUnsupportedMediaType, code: "unsupported_media_type",
+	message: "send the body as JSON, with Content-Type: application/json"}
+
+func isJSON(c *fiber.Ctx) bool {
+	mt, _, err := mime.ParseMediaType(c.Get(fiber.HeaderContentType))
+	return err == nil && mt == fiber.MIMEApplicationJSON
+}
+
+// crossSite reports whether a browser sent the request from a page of another site:
+// by Sec-Fetch-Site where the browser sends it (every current one does), else by an
+// Origin that is not this host. Scripts send neither, and pass.
+func crossSite(c *fiber.Ctx) bool {
+	switch c.Get("Sec-Fetch-Site") {
+	case "same-origin", "none":
+		return false
+	case "":
+	default:
+		// cross-site, and same-site too: a sibling subdomain may be another tenant's.
+		return true
+	}
+	origin := c.Get(fiber.HeaderOrigin)
+	if origin == "" {
+		return false
+	}
+	u, err := url.Parse(origin)
+	return err != nil || u.Host == "" || !strings.EqualFold(u.Host, c.Hostname())
+}
+
+// passwordChangeAllowed are the calls a session whose password must be changed may
+// still make: who it is, the change itself, and signing out (public).
+var passwordChangeAllowed = map[string]bool{
+	fiber.MethodGet + " /api/v1/me":          true,
+	fiber.MethodPut + " /api/v1/me/password": true,
 }
 
 // denied is the answer of a refused call, recorded in the audit trail.
@@ -133,6 +193,12 @@ func (h *handlers) authorize(c *fiber.Ctx, rule Access, action string) error {
 	if cl.csrf != "" && c.Method() != fiber.MethodGet && c.Method() != fiber.MethodHead && c.Get("X-CSRF-Token") != cl.csrf {
 		return refuse(fiber.StatusForbidden, "authz_denied", "csrf", "the X-CSRF-Token header does not match this session")
 	}
+	// A token was made by the user after changing the password, or by the provider on
+	// the host's command line: only a session can carry a password still to change.
+	if cl.issuer == audit.IssuerSession && cl.user.MustChangePassword && !passwordChangeAllowed[c.Method()+" "+c.Route().Path] {
+		return refuse(fiber.StatusForbidden, "password_change_required", "password change",
+			"change your password first: PUT /api/v1/me/password with {\"current_password\", \"new_password\"}, or in the web interface")
+	}
 	switch rule {
 	case Superuser:
 		if !cl.user.Superuser {
@@ -144,15 +210,26 @@ func (h *handlers) authorize(c *fiber.Ctx, rule Access, action string) error {
 			return err
 		}
 		if owner != cl.user.ID && !cl.user.Superuser {
-			return refuse(fiber.StatusForbidden, "authz_denied", "owner", "only the deployment's owner may call this")
+			what := "deployment"
+			if c.Params("token") != "" {
+				what = "token"
+			}
+			return refuse(fiber.StatusForbidden, "authz_denied", "owner", "only the "+what+"'s owner may call this")
 		}
 	}
 	return nil
 }
 
-// ownerOf finds the owner of the deployment or build a route names.
+// ownerOf finds the owner of the deployment, build or API token a route names.
 func (h *handlers) ownerOf(c *fiber.Ctx) (string, error) {
 	ctx := c.UserContext()
+	if id := c.Params("token"); id != "" {
+		t, err := h.d.Auth.TokenByID(ctx, id)
+		if err != nil {
+			return "", err
+		}
+		return t.UserID, nil
+	}
 	id := c.Params("id")
 	if strings.HasPrefix(c.Route().Path, "/api/v1/builds/") || strings.HasPrefix(c.Route().Path, "/builds/") {
 		b, err := h.d.Store.GetBuild(ctx, id)
@@ -198,10 +275,13 @@ func (h *handlers) recordResult(c *fiber.Ctx, action string, err error) {
 	}
 	var de *deploy.Error
 	var dn *denied
+	var rf *refused
 	switch {
 	case err == nil:
 	case errors.As(err, &dn):
 		return // recorded by authorize
+	case errors.As(err, &rf):
+		e.Result, e.Reason = audit.ResultInvalid, rf.code
 	case errors.As(err, &de):
 		e.Result, e.Reason = audit.ResultInvalid, de.Code
 		if de.Location != "" {
@@ -229,25 +309,41 @@ type Me struct {
 	ID        string `json:"id"`
 	Name      string `json:"name"`
 	Superuser bool   `json:"superuser"`
+	// MustChangePassword: every other call of a session is refused until the password
+	// is changed (PUT /me/password).
+	MustChangePassword bool `json:"must_change_password"`
 }
 
-func meOf(u auth.User) Me { return Me{ID: u.ID, Name: u.Name, Superuser: u.Superuser} }
+func meOf(u auth.User) Me {
+	return Me{ID: u.ID, Name: u.Name, Superuser: u.Superuser, MustChangePassword: u.MustChangePassword}
+}
 
+// login signs in with a JSON body only, and not from a page of another site: either
+// would let that page sign the visitor in as the attacker (a log-in CSRF), whose
+// deployments the victim would then fill. The UI's log-in form has its own token.
 func (h *handlers) login(c *fiber.Ctx) error {
+	if !isJSON(c) {
+		return errNotJSON
+	}
+	if crossSite(c) {
+		h.record(c, audit.Event{Action: "user.login", Issuer: audit.IssuerPassword, Result: audit.ResultDenied, Reason: "cross-site"})
+		return &denied{status: fiber.StatusForbidden, code: "cross_site", message: "sign in from a page of this host, or from a script: a page of another site may not sign you in"}
+	}
 	var req LoginRequest
-	if err := c.BodyParser(&req); err != nil || req.Name == "" {
+	if err := json.Unmarshal(c.Body(), &req); err != nil || req.Name == "" {
 		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/name", Message: "send {\"name\": ..., \"password\": ...}"}
 	}
 	ctx := c.UserContext()
 	u, err := h.d.Auth.Authenticate(ctx, req.Name, req.Password, c.IP())
-	if errors.Is(err, auth.ErrBadCredentials) || errors.Is(err, auth.ErrRateLimited) {
-		msg := "wrong name or password"
-		if errors.Is(err, auth.ErrRateLimited) {
-			msg = "too many failed sign-ins: wait 15 minutes"
-		}
-		return &denied{status: fiber.StatusUnauthorized, code: "unauthenticated", message: msg}
-	}
-	if err != nil {
+	var limited *auth.RateLimitedError
+	switch {
+	case errors.As(err, &limited):
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(int(limited.RetryAfter/time.Second)))
+		return &denied{status: fiber.StatusTooManyRequests, code: "rate_limited",
+			message: fmt.Sprintf("too many failed sign-ins from this address: wait %s and try again", limited.RetryAfter)}
+	case errors.Is(err, auth.ErrBadCredentials):
+		return &denied{status: fiber.StatusUnauthorized, code: "unauthenticated", message: "wrong name or password"}
+	case err != nil:
 		return err
 	}
 	s, err := h.d.Auth.NewSession(ctx, u.ID)
@@ -274,6 +370,42 @@ func (h *handlers) me(c *fiber.Ctx) error {
 	return c.JSON(meOf(cl.user))
 }
 
+// ChangePasswordRequest changes the caller's password.
+type ChangePasswordRequest struct {
+	CurrentPassword string `json:"current_password"`
+	NewPassword     string `json:"new_password"`
+}
+
+// changePassword sets the caller's own password; the caller's other sessions end, the
+// one it came from stays, and API tokens stay (GET /tokens lists them to revoke).
+func (h *handlers) changePassword(c *fiber.Ctx) error {
+	var req ChangePasswordRequest
+	if err := c.BodyParser(&req); err != nil {
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Message: "send {\"current_password\": ..., \"new_password\": ...}"}
+	}
+	cl, _ := callerOf(c)
+	keep := ""
+	if cl.issuer == audit.IssuerSession {
+		keep = c.Cookies(SessionCookie)
+	}
+	err := h.d.Auth.ChangePassword(c.UserContext(), cl.user.ID, req.CurrentPassword, req.NewPassword, keep, c.IP())
+	var pe *auth.PasswordError
+	var limited *auth.RateLimitedError
+	switch {
+	case errors.As(err, &limited):
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(int(limited.RetryAfter/time.Second)))
+		return &denied{status: fiber.StatusTooManyRequests, code: "rate_limited",
+			message: fmt.Sprintf("too many wrong current passwords from this address: wait %s and try again", limited.RetryAfter)}
+	case errors.Is(err, auth.ErrWrongPassword):
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/current_password", Message: err.Error()}
+	case errors.As(err, &pe):
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/new_password", Message: err.Error()}
+	case err != nil:
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}
+
 // TokenRequest makes an API token for scripts.
 type TokenRequest struct {
 	Name         string `json:"name"`
@@ -286,6 +418,40 @@ type TokenAnswer struct {
 	Name      string    `json:"name"`
 	Token     string    `json:"token"`
 	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// Token is an API token as its owner sees it: never its value, which is not kept.
+type Token struct {
+	ID        string    `json:"id"`
+	Name      string    `json:"name"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// LastUsedAt is when the token was last used, to the minute; null if never.
+	LastUsedAt *time.Time `json:"last_used_at"`
+}
+
+func (h *handlers) tokensOf(c *fiber.Ctx, userID string) error {
+	tokens, err := h.d.Auth.Tokens(c.UserContext(), userID)
+	if err != nil {
+		return err
+	}
+	out := make([]Token, 0, len(tokens))
+	for _, t := range tokens {
+		out = append(out, Token{ID: t.ID, Name: t.Name, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, LastUsedAt: t.LastUsedAt})
+	}
+	return c.JSON(out)
+}
+
+func (h *handlers) listTokens(c *fiber.Ctx) error {
+	cl, _ := callerOf(c)
+	return h.tokensOf(c, cl.user.ID)
+}
+
+func (h *handlers) revokeToken(c *fiber.Ctx) error {
+	if err := h.d.Auth.RevokeToken(c.UserContext(), c.Params("token")); err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
 }
 
 func (h *handlers) newToken(c *fiber.Ctx) error {

@@ -3,9 +3,11 @@
 // scripts. Session ids and tokens are stored only as sha256 digests, and no
 // password, session id or token ever reaches the audit trail or a log.
 //
-// Failed logins are limited in memory, per process: at most 5 per account and
-// 20 per client address in 15 minutes. An unknown user costs the same hash
-// computation and gets the same answer as a wrong password.
+// Failed logins are slowed in memory, per process, with delays that double per
+// failure of an (account, address) pair and of an address, never by locking the
+// account: a right password from an address without failures always gets through.
+// An unknown user costs the same hash computation and gets the same answer as a
+// wrong password.
 package auth
 
 import (
@@ -17,7 +19,9 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/store"
@@ -28,26 +32,57 @@ const (
 	SessionIdle       = 12 * time.Hour
 	SessionLifetime   = 7 * 24 * time.Hour
 	MaxTokenLifetime  = 365 * 24 * time.Hour
-	AccountFailures   = 5
-	ClientFailures    = 20
-	FailureWindow     = 15 * time.Minute
 	TokenPrefix       = "fh_"
 	AdminName         = "admin"
 	sessionTouchEvery = time.Minute
+	tokenTouchEvery   = time.Minute
+)
+
+// The login throttle (docs/security.md): a pair of account and address, and an
+// address across accounts, may fail this many times without waiting; each further
+// failure makes it wait before its next try, FirstDelay the first time and twice as
+// long each time after, up to MaxDelay. A pair or address that has not failed for
+// FailureMemory is forgotten.
+const (
+	PairFailures   = 5
+	ClientFailures = 20
+	FirstDelay     = time.Second
+	MaxDelay       = 15 * time.Minute
+	FailureMemory  = time.Hour
+)
+
+// Bounds of a password an operator chooses.
+const (
+	MinPasswordLength = 12
+	MaxPasswordLength = 256
 )
 
 var (
 	// ErrBadCredentials is the one answer to a wrong password, an unknown user
 	// and a disabled user alike.
 	ErrBadCredentials = errors.New("wrong user name or password")
-	// ErrRateLimited answers a login while the account or the client address
-	// has had too many failures.
-	ErrRateLimited = errors.New("too many failed logins: wait 15 minutes and try again")
+	// ErrRateLimited is wrapped by the *RateLimitedError that answers a login from an
+	// address that has to wait after its failures.
+	ErrRateLimited = errors.New("too many failed logins from this address")
 	// ErrNoSession answers a session id that is unknown, expired or ended.
 	ErrNoSession = errors.New("no such session, or it has expired: log in again")
 	// ErrBadToken answers an API token that is unknown, expired or whose owner is disabled.
 	ErrBadToken = errors.New("API token unknown or expired: create a new one")
 )
+
+// RateLimitedError refuses a login that came before its wait after earlier failures
+// ended; errors.Is(err, ErrRateLimited) holds.
+type RateLimitedError struct {
+	// RetryAfter is how long the address must still wait, rounded up to a second.
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string {
+	return fmt.Sprintf("%s: wait %s and try again", ErrRateLimited, e.RetryAfter)
+}
+
+// Unwrap makes errors.Is(err, ErrRateLimited) hold.
+func (e *RateLimitedError) Unwrap() error { return ErrRateLimited }
 
 // namePattern keeps user names plain and unambiguous: lowercase, so "Admin"
 // and "admin" cannot be two accounts.
@@ -77,7 +112,8 @@ type Service struct {
 	// dummyHash is checked for unknown users, so they take as long as known ones.
 	dummyHash string
 
-	accounts, clients *limiter
+	// pairs counts failures by account and address, clients by address.
+	pairs, clients *throttle
 }
 
 // New returns a Service on st.
@@ -90,8 +126,8 @@ func New(st *store.Store, opts Options) *Service {
 		s.params = DefaultParams
 	}
 	s.dummyHash = HashPassword(rand.Text(), s.params)
-	s.accounts = newLimiter(AccountFailures, FailureWindow)
-	s.clients = newLimiter(ClientFailures, FailureWindow)
+	s.pairs = newThrottle(PairFailures, FirstDelay, MaxDelay, FailureMemory)
+	s.clients = newThrottle(ClientFailures, FirstDelay, MaxDelay, FailureMemory)
 	return s
 }
 
@@ -101,12 +137,16 @@ type User struct {
 	Name      string
 	Superuser bool
 	Disabled  bool
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	// MustChangePassword: the user signed in with a generated password someone else has
+	// seen, and must choose a new one before anything else.
+	MustChangePassword bool
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
 }
 
 func userOf(u store.User) User {
-	return User{ID: u.ID, Name: u.Name, Superuser: u.Superuser, Disabled: u.Disabled, CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
+	return User{ID: u.ID, Name: u.Name, Superuser: u.Superuser, Disabled: u.Disabled, MustChangePassword: u.MustChangePassword,
+		CreatedAt: u.CreatedAt, UpdatedAt: u.UpdatedAt}
 }
 
 // clock returns now at the precision the store keeps.
@@ -128,7 +168,8 @@ func (s *Service) recordResult(ctx context.Context, action, subject string, err 
 	e := audit.Event{Action: action, Subject: subject, Result: audit.ResultOK}
 	switch {
 	case err == nil:
-	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, ErrInvalidName):
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrConflict), errors.Is(err, ErrInvalidName),
+		errors.Is(err, store.ErrLastSuperuser), errors.Is(err, store.ErrOwnsDeployments), errors.Is(err, ErrSelf):
 		e.Result, e.Reason = audit.ResultInvalid, reason
 	default:
 		e.Result, e.Reason = audit.ResultError, reason
@@ -141,13 +182,14 @@ var ErrInvalidName = errors.New("invalid user name")
 
 // EnsureAdmin creates the superuser "admin" with a generated password when no
 // user exists, and returns that password; it returns "" when users exist. The
-// caller shows the password once, on the terminal only.
+// caller shows the password once, on the terminal only; the first sign-in with it
+// must change it, as the terminal (or its scrollback, or a log of it) keeps it.
 func (s *Service) EnsureAdmin(ctx context.Context) (string, error) {
 	n, err := s.st.CountUsers(ctx)
 	if err != nil || n > 0 {
 		return "", err
 	}
-	_, password, err := s.CreateUser(ctx, AdminName, true)
+	_, password, err := s.createUser(ctx, AdminName, true, true)
 	if errors.Is(err, store.ErrConflict) {
 		return "", nil // another fedhost process made it first
 	}
@@ -156,12 +198,17 @@ func (s *Service) EnsureAdmin(ctx context.Context) (string, error) {
 
 // CreateUser creates a user with a generated password, which it returns.
 func (s *Service) CreateUser(ctx context.Context, name string, superuser bool) (User, string, error) {
+	return s.createUser(ctx, name, superuser, false)
+}
+
+func (s *Service) createUser(ctx context.Context, name string, superuser, mustChange bool) (User, string, error) {
 	if !namePattern.MatchString(name) {
 		err := fmt.Errorf("user name %q: use 1 to 64 lowercase letters, digits and . _ @ -, starting with a letter or digit: %w", name, ErrInvalidName)
 		return User{}, "", s.recordResult(ctx, "user.create", "", err, "name")
 	}
 	password := rand.Text()
-	u, err := s.st.CreateUser(ctx, store.User{Name: name, PasswordHash: HashPassword(password, s.params), Superuser: superuser, CreatedAt: s.clock()})
+	u, err := s.st.CreateUser(ctx, store.User{Name: name, PasswordHash: HashPassword(password, s.params), Superuser: superuser,
+		MustChangePassword: mustChange, CreatedAt: s.clock()})
 	if err != nil {
 		return User{}, "", s.recordResult(ctx, "user.create", "", err, "name")
 	}
@@ -171,12 +218,15 @@ func (s *Service) CreateUser(ctx context.Context, name string, superuser bool) (
 	return userOf(u), password, nil
 }
 
-// ResetPassword gives the user a new generated password, which it returns,
-// and ends the user's sessions.
+// ResetPassword gives the user a new generated password, which it returns, ends the
+// user's sessions and revokes its API tokens (whoever knew the old password may have
+// made some). The user must change the new password at the next sign-in: whoever
+// passed it on has seen it.
 func (s *Service) ResetPassword(ctx context.Context, name string) (string, error) {
 	password := rand.Text()
 	hash := HashPassword(password, s.params)
-	if err := s.change(ctx, "user.reset_password", name, store.UserChange{PasswordHash: &hash}); err != nil {
+	yes := true
+	if err := s.change(ctx, "user.reset_password", name, store.UserChange{PasswordHash: &hash, MustChangePassword: &yes, EndTokens: true}); err != nil {
 		return "", err
 	}
 	return password, nil
@@ -188,7 +238,15 @@ func (s *Service) Promote(ctx context.Context, name string) error {
 	return s.change(ctx, "user.promote", name, store.UserChange{Superuser: &yes})
 }
 
-// SetDisabled disables a user, ending its sessions and refusing its tokens, or enables it again.
+// Demote makes a superuser an operator again; the last active superuser is refused
+// (store.ErrLastSuperuser).
+func (s *Service) Demote(ctx context.Context, name string) error {
+	no := false
+	return s.change(ctx, "user.demote", name, store.UserChange{Superuser: &no})
+}
+
+// SetDisabled disables a user, ending its sessions and revoking its tokens, or enables
+// it again; the last active superuser cannot be disabled (store.ErrLastSuperuser).
 func (s *Service) SetDisabled(ctx context.Context, name string, disabled bool) error {
 	action := "user.enable"
 	if disabled {
@@ -197,13 +255,117 @@ func (s *Service) SetDisabled(ctx context.Context, name string, disabled bool) e
 	return s.change(ctx, action, name, store.UserChange{Disabled: &disabled})
 }
 
+// DeleteUser removes an account with its sessions and tokens. It refuses an account
+// that owns deployments not destroyed (store.ErrOwnsDeployments, saying how many) and
+// the last active superuser (store.ErrLastSuperuser).
+func (s *Service) DeleteUser(ctx context.Context, name string) error {
+	u, err := s.st.UserByName(ctx, name)
+	if err != nil {
+		return s.recordResult(ctx, "user.delete", "", err, "name")
+	}
+	reason := "store"
+	err = s.st.DeleteUser(ctx, u.ID)
+	switch {
+	case errors.Is(err, store.ErrOwnsDeployments):
+		reason = "deployments"
+	case errors.Is(err, store.ErrLastSuperuser):
+		reason = "last superuser"
+	}
+	return s.recordResult(ctx, "user.delete", u.ID, err, reason)
+}
+
+// ErrSelf is wrapped by the account changes a superuser may not make to its own account
+// (disable, delete, demote) from a request that acts as that account: it would lock
+// the caller out in the middle of what it is doing.
+var ErrSelf = errors.New("you cannot do this to your own account: ask another superuser, or use the fedhost command on the host")
+
+// Refuse returns the error a caller gets for an account change not attempted, such as
+// ErrSelf, after recording it as action on the account name.
+func (s *Service) Refuse(ctx context.Context, action, name string, err error) error {
+	subject := ""
+	if u, uerr := s.st.UserByName(ctx, name); uerr == nil {
+		subject = u.ID
+	}
+	return s.recordResult(ctx, action, subject, err, "self")
+}
+
 func (s *Service) change(ctx context.Context, action, name string, change store.UserChange) error {
 	u, err := s.st.UserByName(ctx, name)
 	if err != nil {
 		return s.recordResult(ctx, action, "", err, "name")
 	}
 	err = s.st.UpdateUser(ctx, u.ID, change, s.clock())
+	reason := "store"
+	if errors.Is(err, store.ErrLastSuperuser) {
+		reason = "last superuser"
+	}
+	return s.recordResult(ctx, action, u.ID, err, reason)
+}
+
+// ErrWrongPassword answers a password change whose current password is wrong.
+var ErrWrongPassword = errors.New("the current password is wrong: type the password you signed in with")
+
+// PasswordError says why a new password is refused; it never holds the password.
+type PasswordError struct{ Reason string }
+
+func (e *PasswordError) Error() string { return "new password: " + e.Reason }
+
+// ChangePassword sets the user's password to next after checking current, clears
+// "must change password", and ends the user's other sessions: keepSession is the id
+// of the session the change came from, "" for none. API tokens stay: the owner lists
+// and revokes them separately (a token the provider made on the host's command line
+// must keep working after the first-start password is changed). Wrong current
+// passwords from clientIP are slowed as failed logins are (a *RateLimitedError), so
+// that a stolen session cannot be used to guess the password.
+func (s *Service) ChangePassword(ctx context.Context, userID, current, next, keepSession, clientIP string) error {
+	const action = "user.change_password"
+	u, err := s.st.UserByID(ctx, userID)
+	if err != nil {
+		return s.recordResult(ctx, action, userID, err, "user")
+	}
+	refuse := func(reason string, err error) error {
+		return errors.Join(err, s.record(ctx, audit.Event{Action: action, Subject: u.ID, Result: audit.ResultInvalid, Reason: reason}))
+	}
+	pair := pairKey(u.Name, clientKey(clientIP))
+	if wait := s.pairs.charge(pair, s.now()); wait > 0 {
+		return errors.Join(&RateLimitedError{RetryAfter: (wait + time.Second - 1).Truncate(time.Second)},
+			s.record(ctx, audit.Event{Action: action, Subject: u.ID, Result: audit.ResultDenied, Reason: "rate limit"}))
+	}
+	match, err := CheckPassword(u.PasswordHash, current)
+	if err != nil {
+		return fmt.Errorf("user %s: stored %w: ask for a password reset", u.Name, err)
+	}
+	if !match {
+		return refuse("current password", ErrWrongPassword)
+	}
+	s.pairs.reset(pair)
+	switch n := utf8.RuneCountInString(next); {
+	case n < MinPasswordLength:
+		return refuse("new password", &PasswordError{Reason: fmt.Sprintf("use at least %d characters; a few words make a good one", MinPasswordLength)})
+	case len(next) > MaxPasswordLength:
+		return refuse("new password", &PasswordError{Reason: fmt.Sprintf("use at most %d bytes", MaxPasswordLength)})
+	case next == current:
+		return refuse("new password", &PasswordError{Reason: "choose a password other than the current one"})
+	case strings.EqualFold(next, u.Name):
+		return refuse("new password", &PasswordError{Reason: "choose a password other than your user name"})
+	}
+	hash := HashPassword(next, s.params)
+	no := false
+	keep := ""
+	if keepSession != "" {
+		keep = digest(keepSession)
+	}
+	err = s.st.UpdateUser(ctx, u.ID, store.UserChange{PasswordHash: &hash, MustChangePassword: &no, KeepSession: keep}, s.clock())
 	return s.recordResult(ctx, action, u.ID, err, "store")
+}
+
+// UserNamed returns the user called name; an unknown name wraps store.ErrNotFound.
+func (s *Service) UserNamed(ctx context.Context, name string) (User, error) {
+	u, err := s.st.UserByName(ctx, name)
+	if err != nil {
+		return User{}, err
+	}
+	return userOf(u), nil
 }
 
 // Users returns every user, by name.
@@ -220,9 +382,11 @@ func (s *Service) Users(ctx context.Context) ([]User, error) {
 }
 
 // Authenticate checks a password login from clientIP. Every failure is
-// ErrBadCredentials, after the same work whether the user exists or not, or
-// ErrRateLimited while the account or the client address has had too many
-// failures. A success clears the failures of the account.
+// ErrBadCredentials, after the same work whether the user exists or not, or a
+// *RateLimitedError while the pair of name and address, or the address, must wait
+// after its failures (docs/security.md). Only failures from the same address slow a
+// login down: a right password from another address always gets through. A success
+// clears the failures of the pair.
 func (s *Service) Authenticate(ctx context.Context, name, password, clientIP string) (User, error) {
 	now := s.now()
 	// The refusal of an unknown name is anonymous: the typed name may be a password.
@@ -230,12 +394,22 @@ func (s *Service) Authenticate(ctx context.Context, name, password, clientIP str
 		e := audit.Event{Actor: actor, Issuer: audit.IssuerPassword, Action: "user.login", Subject: actor, Result: audit.ResultDenied, Reason: reason, ClientIP: clientIP}
 		return User{}, errors.Join(err, s.record(ctx, e))
 	}
-	if s.accounts.blocked(name, now) || (clientIP != "" && s.clients.blocked(clientIP, now)) {
+	client := clientKey(clientIP)
+	pair := pairKey(name, client)
+	// The attempt is counted as a failure before the password is checked, so that
+	// guesses sent at once cannot all pass while the first ones are being hashed.
+	wait := s.pairs.charge(pair, now)
+	if wait == 0 {
+		if wait = s.clients.charge(client, now); wait > 0 {
+			s.pairs.forgive(pair)
+		}
+	}
+	if wait > 0 {
 		actor := ""
 		if u, err := s.st.UserByName(ctx, name); err == nil {
 			actor = u.ID
 		}
-		return refuse(actor, "rate limit", ErrRateLimited)
+		return refuse(actor, "rate limit", &RateLimitedError{RetryAfter: (wait + time.Second - 1).Truncate(time.Second)})
 	}
 	u, err := s.st.UserByName(ctx, name)
 	found := err == nil
@@ -251,10 +425,6 @@ func (s *Service) Authenticate(ctx context.Context, name, password, clientIP str
 		return User{}, fmt.Errorf("user %q: stored %w: reset the password", name, err)
 	}
 	if !found || !match || u.Disabled {
-		s.accounts.fail(name, now)
-		if clientIP != "" {
-			s.clients.fail(clientIP, now)
-		}
 		if !found {
 			return refuse("", "credentials", ErrBadCredentials)
 		}
@@ -264,13 +434,18 @@ func (s *Service) Authenticate(ctx context.Context, name, password, clientIP str
 		}
 		return refuse(u.ID, reason, ErrBadCredentials)
 	}
-	s.accounts.reset(name)
+	s.pairs.reset(pair)
+	s.clients.forgive(client)
 	e := audit.Event{Actor: u.ID, Issuer: audit.IssuerPassword, Action: "user.login", Subject: u.ID, Result: audit.ResultOK, ClientIP: clientIP}
 	if err := s.record(ctx, e); err != nil {
 		return User{}, err
 	}
 	return userOf(u), nil
 }
+
+// pairKey is the throttle's key of an account name and a client key. The name is kept
+// only as a digest: bounded, and a typed name may be a password.
+func pairKey(name, client string) string { return digest(name)[:32] + " " + client }
 
 // NewSession is a session just begun: ID goes into the session cookie,
 // CSRFToken into the pages' forms. Neither is shown again.
@@ -370,6 +545,42 @@ type Token struct {
 	UserID    string
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// LastUsedAt is when the token was last used, to the minute; nil if never.
+	LastUsedAt *time.Time
+}
+
+func tokenOf(t store.APIToken) Token {
+	return Token{ID: t.ID, Name: t.Name, UserID: t.UserID, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt, LastUsedAt: t.LastUsedAt}
+}
+
+// Tokens returns the API tokens of the user, oldest first, expired ones too; never
+// their values, which are not kept.
+func (s *Service) Tokens(ctx context.Context, userID string) ([]Token, error) {
+	rows, err := s.st.APITokensOfUser(ctx, userID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Token, len(rows))
+	for i, t := range rows {
+		out[i] = tokenOf(t)
+	}
+	return out, nil
+}
+
+// TokenByID returns the API token with the given ID.
+func (s *Service) TokenByID(ctx context.Context, id string) (Token, error) {
+	t, err := s.st.APITokenByID(ctx, id)
+	if err != nil {
+		return Token{}, err
+	}
+	return tokenOf(t), nil
+}
+
+// RevokeToken ends the API token with the given ID at once. Who may revoke it (its
+// owner, a superuser) is the caller's to check.
+func (s *Service) RevokeToken(ctx context.Context, id string) error {
+	err := s.st.DeleteAPIToken(ctx, id)
+	return s.recordResult(ctx, "token.revoke", id, err, "token")
 }
 
 // NewToken creates an API token named name for the user, valid for lifetime
@@ -396,7 +607,7 @@ func (s *Service) NewToken(ctx context.Context, userID, name string, lifetime ti
 	if err := s.record(ctx, audit.Event{Action: "token.create", Subject: t.ID, Result: audit.ResultOK}); err != nil {
 		return "", Token{}, err
 	}
-	return value, Token{ID: t.ID, Name: t.Name, UserID: t.UserID, CreatedAt: t.CreatedAt, ExpiresAt: t.ExpiresAt}, nil
+	return value, tokenOf(t), nil
 }
 
 // TokenOwner returns the user an API token acts for. An unknown or expired
@@ -409,7 +620,8 @@ func (s *Service) TokenOwner(ctx context.Context, token string) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
-	if !s.clock().Before(t.ExpiresAt) {
+	now := s.clock()
+	if !now.Before(t.ExpiresAt) {
 		return User{}, ErrBadToken
 	}
 	u, err := s.st.UserByID(ctx, t.UserID)
@@ -418,6 +630,12 @@ func (s *Service) TokenOwner(ctx context.Context, token string) (User, error) {
 	}
 	if err != nil {
 		return User{}, err
+	}
+	// One write a minute per token is enough to tell a token in use from a forgotten one.
+	if t.LastUsedAt == nil || now.Sub(*t.LastUsedAt) >= tokenTouchEvery {
+		if err := s.st.TouchAPIToken(ctx, t.ID, now); err != nil {
+			return User{}, err
+		}
 	}
 	return userOf(u), nil
 }

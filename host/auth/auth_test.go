@@ -28,6 +28,7 @@ type bundle struct {
 	log   *audit.Log
 	clock *clock
 	raw   *sql.DB
+	st    *store.Store
 }
 
 func setup(t *testing.T, cfg store.Config) bundle {
@@ -35,7 +36,7 @@ func setup(t *testing.T, cfg store.Config) bundle {
 	st := storetest.Open(t, cfg)
 	c := storetest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	log := audit.New(st, audit.Options{Now: c.Now})
-	return bundle{svc: auth.New(st, auth.Options{Audit: log, Now: c.Now}), log: log, clock: c, raw: storetest.RawDB(t, cfg)}
+	return bundle{svc: auth.New(st, auth.Options{Audit: log, Now: c.Now}), log: log, clock: c, raw: storetest.RawDB(t, cfg), st: st}
 }
 
 func TestPasswordHash(t *testing.T) {
@@ -109,7 +110,11 @@ func TestAuthenticate(t *testing.T) {
 	})
 }
 
-func TestLoginRateLimit(t *testing.T) {
+// TestFailuresElsewhereLockNobodyOut: an attacker's address failing ten times is slowed,
+// refused with a wait that doubles, but the right password from another address gets
+// through at once (issue 18, defect 5: five failures from anywhere used to lock the
+// account for 15 minutes).
+func TestFailuresElsewhereLockNobodyOut(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, cfg store.Config) {
 		ctx := context.Background()
@@ -117,46 +122,68 @@ func TestLoginRateLimit(t *testing.T) {
 		_, password, err := b.svc.CreateUser(ctx, "bob", false)
 		require.NoError(t, err)
 
-		for i := range 5 {
-			_, err := b.svc.Authenticate(ctx, "bob", "guess", fmt.Sprintf("192.0.2.%d", i))
-			require.ErrorIs(t, err, auth.ErrBadCredentials, "failure %d", i+1)
-			b.clock.Add(time.Minute)
+		const attacker, owner = "192.0.2.66", "198.51.100.1"
+		var limited *auth.RateLimitedError
+		for i := range 10 {
+			_, err := b.svc.Authenticate(ctx, "bob", "guess", attacker)
+			if i < auth.PairFailures {
+				require.ErrorIs(t, err, auth.ErrBadCredentials, "failure %d", i+1)
+				continue
+			}
+			require.ErrorAs(t, err, &limited, "attempt %d is refused without checking the password", i+1)
+			require.Equal(t, auth.FirstDelay, limited.RetryAfter)
 		}
-		_, err = b.svc.Authenticate(ctx, "bob", password, "198.51.100.1")
-		require.ErrorIs(t, err, auth.ErrRateLimited, "the 6th attempt is refused, even with the right password")
-		for range 5 {
-			_, err = b.svc.Authenticate(ctx, "ghost", "guess", "198.51.100.2")
-			require.ErrorIs(t, err, auth.ErrBadCredentials)
-		}
-		_, err = b.svc.Authenticate(ctx, "ghost", "guess", "198.51.100.2")
-		require.ErrorIs(t, err, auth.ErrRateLimited, "an unknown user is limited alike")
-
-		// The first failure leaves the 15-minute window 11 minutes from now.
-		b.clock.Add(11 * time.Minute)
-		u, err := b.svc.Authenticate(ctx, "bob", password, "198.51.100.1")
-		require.NoError(t, err)
+		u, err := b.svc.Authenticate(ctx, "bob", password, owner)
+		require.NoError(t, err, "the owner, from an address without failures, signs in")
 		require.Equal(t, "bob", u.Name)
+
+		_, err = b.svc.Authenticate(ctx, "bob", password, attacker)
+		require.ErrorAs(t, err, &limited, "even the right password waits at the attacker's address")
+		require.ErrorIs(t, err, auth.ErrRateLimited)
+
+		// Each failure after the free ones doubles the wait, up to MaxDelay.
+		want := auth.FirstDelay
+		for range 14 {
+			b.clock.Add(limited.RetryAfter)
+			_, err = b.svc.Authenticate(ctx, "bob", "guess", attacker)
+			require.ErrorIs(t, err, auth.ErrBadCredentials, "after its wait the address may try again")
+			want = min(2*want, auth.MaxDelay)
+			_, err = b.svc.Authenticate(ctx, "bob", "guess", attacker)
+			require.ErrorAs(t, err, &limited)
+			require.Equal(t, want, limited.RetryAfter)
+		}
+		require.Equal(t, auth.MaxDelay, limited.RetryAfter)
+		u, err = b.svc.Authenticate(ctx, "bob", password, owner)
+		require.NoError(t, err, "still no lock-out for the owner")
+
+		// An address quiet for FailureMemory is forgotten.
+		b.clock.Add(auth.FailureMemory)
+		_, err = b.svc.Authenticate(ctx, "bob", password, attacker)
+		require.NoError(t, err)
 	})
 }
 
-func TestClientRateLimit(t *testing.T) {
+// TestSprayingFromOneAddressIsSlowed: guessing many accounts from one address is slowed
+// after ClientFailures, for every account at that address only; IPv6 addresses count
+// by their /64.
+func TestSprayingFromOneAddressIsSlowed(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, cfg store.Config) {
 		ctx := context.Background()
 		b := setup(t, cfg)
 		_, password, err := b.svc.CreateUser(ctx, "carol", false)
 		require.NoError(t, err)
-		for i := range 20 {
-			_, err := b.svc.Authenticate(ctx, fmt.Sprint("user", i), "guess", "203.0.113.9")
+		for i := range auth.ClientFailures {
+			_, err := b.svc.Authenticate(ctx, fmt.Sprint("user", i), "guess", "2001:db8:1:2::9")
 			require.ErrorIs(t, err, auth.ErrBadCredentials)
 		}
-		_, err = b.svc.Authenticate(ctx, "carol", password, "203.0.113.9")
-		require.ErrorIs(t, err, auth.ErrRateLimited)
-		_, err = b.svc.Authenticate(ctx, "carol", password, "203.0.113.10")
-		require.NoError(t, err, "another address is not limited")
-		b.clock.Add(auth.FailureWindow)
-		_, err = b.svc.Authenticate(ctx, "carol", password, "203.0.113.9")
-		require.NoError(t, err)
+		_, err = b.svc.Authenticate(ctx, "carol", password, "2001:db8:1:2:ffff::1")
+		require.ErrorIs(t, err, auth.ErrRateLimited, "the same /64")
+		_, err = b.svc.Authenticate(ctx, "carol", password, "2001:db8:1:3::1")
+		require.NoError(t, err, "another network is not slowed")
+		b.clock.Add(auth.FirstDelay)
+		_, err = b.svc.Authenticate(ctx, "carol", password, "2001:db8:1:2::9")
+		require.NoError(t, err, "after the wait")
 	})
 }
 

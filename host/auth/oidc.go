@@ -233,7 +233,9 @@ func (o *OIDC) setSuperuser(ctx context.Context, u store.User, superuser bool) (
 	if superuser {
 		action = "user.promote"
 	}
-	err := o.svc.st.UpdateUser(ctx, u.ID, store.UserChange{Superuser: &superuser}, o.svc.clock())
+	// The provider's groups decide, even about the last superuser: the host's command
+	// line can still promote one.
+	err := o.svc.st.UpdateUser(ctx, u.ID, store.UserChange{Superuser: &superuser, MayRemoveLastSuperuser: true}, o.svc.clock())
 	e := audit.Event{Actor: u.ID, Issuer: audit.IssuerOIDC, Action: action, Subject: u.ID, Result: audit.ResultOK}
 	if err != nil {
 		e.Result, e.Reason = audit.ResultError, "store"

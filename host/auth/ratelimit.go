@@ -1,77 +1,125 @@
 package auth
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 )
 
-// limiter counts failures per key in a sliding window, in memory: the limits
-// hold per fedhost process and start afresh when it restarts. Several processes
-// on one database each allow the limit, which still bounds guessing.
-type limiter struct {
-	max     int
-	window  time.Duration
-	maxKeys int
+// throttle slows guessing with growing delays instead of a lock-out: after free
+// failures of a key, each further failure makes the key wait before its next try,
+// base the first time and twice as long each time after, up to max. A key's count
+// is forgotten when it has not failed for window. The counts are in memory: they
+// hold per fedhost process and start afresh when it restarts; several processes on
+// one database each allow as much, which still bounds guessing.
+type throttle struct {
+	free      int
+	base, max time.Duration
+	window    time.Duration
+	maxKeys   int
 
-	mu       sync.Mutex
-	failures map[string][]time.Time
+	mu      sync.Mutex
+	entries map[string]*failures
 }
 
-func newLimiter(max int, window time.Duration) *limiter {
-	return &limiter{max: max, window: window, maxKeys: 100000, failures: map[string][]time.Time{}}
+type failures struct {
+	count int
+	last  time.Time
 }
 
-// blocked reports whether key has had max failures within the window before now.
-func (l *limiter) blocked(key string, now time.Time) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return len(l.recentLocked(key, now)) >= l.max
+func newThrottle(free int, base, max, window time.Duration) *throttle {
+	return &throttle{free: free, base: base, max: max, window: window, maxKeys: 100000, entries: map[string]*failures{}}
 }
 
-// fail records a failure of key at now.
-func (l *limiter) fail(key string, now time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	recent := l.recentLocked(key, now)
-	if recent == nil && len(l.failures) >= l.maxKeys {
-		l.evictLocked(now)
+// delayAfter is how long a key waits after n failures.
+func (t *throttle) delayAfter(n int) time.Duration {
+	if n < t.free {
+		return 0
 	}
-	l.failures[key] = append(recent, now)
+	d := t.base
+	for i := t.free; i < n && d < t.max; i++ {
+		d *= 2
+	}
+	return min(d, t.max)
+}
+
+// charge returns how long key must still wait before it may try at now; when it need
+// not wait, it counts the try as a failure at now, which forgive or reset take back
+// when the try succeeds.
+func (t *throttle) charge(key string, now time.Time) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := t.liveLocked(key, now)
+	if f != nil {
+		if wait := f.last.Add(t.delayAfter(f.count)).Sub(now); wait > 0 {
+			return wait
+		}
+	} else {
+		if len(t.entries) >= t.maxKeys {
+			t.evictLocked(now)
+		}
+		f = &failures{}
+		t.entries[key] = f
+	}
+	f.count++
+	f.last = now
+	return 0
+}
+
+// forgive takes back one failure of key: a try charged that succeeded.
+func (t *throttle) forgive(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if f := t.entries[key]; f != nil {
+		if f.count--; f.count <= 0 {
+			delete(t.entries, key)
+		}
+	}
 }
 
 // reset forgets the failures of key.
-func (l *limiter) reset(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.failures, key)
+func (t *throttle) reset(key string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.entries, key)
 }
 
-// recentLocked drops the failures of key that left the window and returns the rest.
-func (l *limiter) recentLocked(key string, now time.Time) []time.Time {
-	times := l.failures[key]
-	i := 0
-	for i < len(times) && !times[i].After(now.Add(-l.window)) {
-		i++
-	}
-	if i == len(times) {
-		delete(l.failures, key)
+// liveLocked returns the failures of key, forgetting them when the key has been quiet
+// for the window.
+func (t *throttle) liveLocked(key string, now time.Time) *failures {
+	f := t.entries[key]
+	if f != nil && !now.Before(f.last.Add(t.window)) {
+		delete(t.entries, key)
 		return nil
 	}
-	times = times[i:]
-	l.failures[key] = times
-	return times
+	return f
 }
 
-// evictLocked bounds the memory a flood of distinct keys can take: it drops the
-// keys whose failures left the window, and if that is not enough, arbitrary ones.
-func (l *limiter) evictLocked(now time.Time) {
-	for key := range l.failures {
-		l.recentLocked(key, now)
+// evictLocked bounds the memory a flood of distinct keys can take: it drops the keys
+// that have been quiet for the window, and if that is not enough, arbitrary ones.
+func (t *throttle) evictLocked(now time.Time) {
+	for key := range t.entries {
+		t.liveLocked(key, now)
 	}
-	for key := range l.failures {
-		if len(l.failures) < l.maxKeys {
+	for key := range t.entries {
+		if len(t.entries) < t.maxKeys {
 			return
 		}
-		delete(l.failures, key)
+		delete(t.entries, key)
 	}
+}
+
+// clientKey is the address failures are counted by: the address itself for IPv4, its
+// /64 for IPv6, since one host or network usually holds a whole /64.
+func clientKey(ip string) string {
+	a, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, _ := a.Prefix(64)
+	return p.String()
 }

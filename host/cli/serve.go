@@ -130,7 +130,7 @@ func (e *env) serve(ctx context.Context) error {
 		return err
 	} else if password != "" {
 		// Printed once, to the terminal only: never to the log.
-		fmt.Fprintf(e.stdout, "\nfirst start: created the superuser \"admin\" with the one-time password\n\n    %s\n\nsign in and change it; it is not shown again.\n\n", password)
+		fmt.Fprintf(e.stdout, "\nfirst start: created the superuser \"admin\" with the one-time password\n\n    %s\n\nthe first sign-in with it must change it; it is not shown again.\n\n", password)
 	}
 	go keepAudit(ctx, trail, log.Named("audit"))
 	defer func() {

@@ -209,7 +209,15 @@ func TestBrowserDeploysMiniflux(t *testing.T) {
 	b.do(typeInto("name", "admin")...)
 	b.do(typeInto("password", m[1])...)
 	require.Equal(t, 200, b.load(chromedp.Click(chromedp.CSS(`form button[type="submit"]`))))
-	require.Equal(t, "/deployments", b.path(), "a login lands on the deployments")
+	require.Equal(t, "/account/password", b.path(), "the first start's password is changed first")
+	b.screenshot("change-password")
+	b.do(typeInto("current_password", m[1])...)
+	b.do(typeInto("new_password", "the browser test's passphrase")...)
+	b.do(typeInto("confirm_password", "the browser test's passphrase")...)
+	require.Equal(t, 200, b.load(chromedp.Click(chromedp.CSS(`form[action="/account/password"] button[type="submit"]`))))
+	require.Equal(t, "/account", b.path(), "the change lands on the account page")
+	require.Equal(t, 200, b.load(chromedp.Click(chromedp.CSS(`nav a[href="/deployments"]`))))
+	require.Equal(t, "/deployments", b.path())
 	b.screenshot("deployments")
 
 	// Create a deployment through the link on the list.

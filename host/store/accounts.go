@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 )
 
 // User is an operator account of the host.
@@ -17,8 +18,11 @@ type User struct {
 	PasswordHash string
 	Superuser    bool
 	Disabled     bool
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// MustChangePassword is set on a generated password that someone else has seen (the
+	// first start's, a reset's): the user must choose a new one before anything else.
+	MustChangePassword bool
+	CreatedAt          time.Time
+	UpdatedAt          time.Time
 }
 
 // Session is a browser login. Only the sha256 digest of its id is kept, so a
@@ -41,6 +45,8 @@ type APIToken struct {
 	UserID    string
 	CreatedAt time.Time
 	ExpiresAt time.Time
+	// LastUsedAt is when the token was last used, to the minute; nil if never.
+	LastUsedAt *time.Time
 }
 
 // TableName keeps gorm from guessing the table of APIToken.
@@ -102,15 +108,31 @@ func (s *Store) CountUsers(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// ErrLastSuperuser is wrapped by UpdateUser and DeleteUser when the change would leave
+// no active superuser, so that nobody could manage the accounts any more.
+var ErrLastSuperuser = errors.New("it is the last active superuser")
+
 // UserChange is what UpdateUser changes; nil fields stay as they are.
 type UserChange struct {
-	PasswordHash *string
-	Superuser    *bool
-	Disabled     *bool
+	PasswordHash       *string
+	Superuser          *bool
+	Disabled           *bool
+	MustChangePassword *bool
+	// KeepSession is the digest of a session a new password hash leaves alive: the one
+	// of the user who chose it.
+	KeepSession string
+	// EndTokens revokes every API token of the user (a reset: whoever had the old
+	// password may have made some). Disabling the user always does.
+	EndTokens bool
+	// MayRemoveLastSuperuser lets the change demote the last active superuser: an
+	// OpenID provider's groups decide who is one.
+	MayRemoveLastSuperuser bool
 }
 
 // UpdateUser applies change to the user with the given ID at time at. A new
-// password hash or disabling the user also ends all of the user's sessions.
+// password hash or disabling the user also ends the user's sessions (but
+// KeepSession); disabling or EndTokens also revokes the user's API tokens. Demoting or
+// disabling the last active superuser wraps ErrLastSuperuser and changes nothing.
 func (s *Store) UpdateUser(ctx context.Context, id string, change UserChange, at time.Time) error {
 	updates := map[string]any{"updated_at": at.UTC().Truncate(time.Microsecond)}
 	if change.PasswordHash != nil {
@@ -122,7 +144,16 @@ func (s *Store) UpdateUser(ctx context.Context, id string, change UserChange, at
 	if change.Disabled != nil {
 		updates["disabled"] = *change.Disabled
 	}
+	if change.MustChangePassword != nil {
+		updates["must_change_password"] = *change.MustChangePassword
+	}
+	disabling := change.Disabled != nil && *change.Disabled
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if !change.MayRemoveLastSuperuser && (disabling || (change.Superuser != nil && !*change.Superuser)) {
+			if err := lastSuperuser(tx, id); err != nil {
+				return err
+			}
+		}
 		res := tx.Model(&User{}).Where("id = ?", id).Updates(updates)
 		if res.Error != nil {
 			return fmt.Errorf("updating user %s: %w", id, res.Error)
@@ -130,14 +161,80 @@ func (s *Store) UpdateUser(ctx context.Context, id string, change UserChange, at
 		if res.RowsAffected == 0 {
 			return fmt.Errorf("user %s: %w", id, ErrNotFound)
 		}
-		if change.PasswordHash != nil || (change.Disabled != nil && *change.Disabled) {
-			if err := tx.Where("user_id = ?", id).Delete(&Session{}).Error; err != nil {
+		if change.PasswordHash != nil || disabling {
+			if err := tx.Where("user_id = ? AND id_hash <> ?", id, change.KeepSession).Delete(&Session{}).Error; err != nil {
 				return fmt.Errorf("ending the sessions of user %s: %w", id, err)
+			}
+		}
+		if change.EndTokens || disabling {
+			if err := tx.Where("user_id = ?", id).Delete(&APIToken{}).Error; err != nil {
+				return fmt.Errorf("revoking the API tokens of user %s: %w", id, err)
 			}
 		}
 		return nil
 	})
 }
+
+// lastSuperuser wraps ErrLastSuperuser when user id is an active superuser and no other
+// is. The active superusers are locked first (FOR UPDATE on PostgreSQL; SQLite's
+// IMMEDIATE transaction holds the write lock already), so that two demotions at once
+// cannot each leave the other as the last and then remove it.
+func lastSuperuser(tx *gorm.DB, id string) error {
+	var active []User
+	q := tx.Where("superuser AND NOT disabled").Select("id")
+	if tx.Dialector.Name() == "postgres" {
+		q = q.Clauses(clause.Locking{Strength: "UPDATE"})
+	}
+	if err := q.Find(&active).Error; err != nil {
+		return fmt.Errorf("reading the active superusers: %w", err)
+	}
+	if len(active) == 1 && active[0].ID == id {
+		return fmt.Errorf("user %s: %w", id, ErrLastSuperuser)
+	}
+	return nil
+}
+
+// ErrOwnsDeployments is wrapped by DeleteUser for a user who owns deployments that are
+// not destroyed: they would be left without an owner who can manage them.
+var ErrOwnsDeployments = errors.New("the user owns deployments that are not destroyed")
+
+// DeleteUser removes the user with the given ID, its sessions and its API tokens. It
+// refuses, wrapping ErrOwnsDeployments with their count, while the user owns a
+// deployment that is not destroyed, and wraps ErrLastSuperuser for the last active
+// superuser. Destroyed deployments keep the ID as their owner, for the history.
+func (s *Store) DeleteUser(ctx context.Context, id string) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if err := lastSuperuser(tx, id); err != nil {
+			return err
+		}
+		var owned int64
+		if err := tx.Model(&Deployment{}).Where("owner = ? AND state <> ?", id, "destroyed").Count(&owned).Error; err != nil {
+			return fmt.Errorf("counting the deployments of user %s: %w", id, err)
+		}
+		if owned > 0 {
+			return &OwnsDeploymentsError{Count: owned}
+		}
+		// Sessions and tokens go with the user: ON DELETE CASCADE.
+		res := tx.Where("id = ?", id).Delete(&User{})
+		if res.Error != nil {
+			return fmt.Errorf("deleting user %s: %w", id, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return fmt.Errorf("user %s: %w", id, ErrNotFound)
+		}
+		return nil
+	})
+}
+
+// OwnsDeploymentsError says how many deployments keep a user from being deleted.
+type OwnsDeploymentsError struct{ Count int64 }
+
+func (e *OwnsDeploymentsError) Error() string {
+	return fmt.Sprintf("the user owns %d deployments that are not destroyed: destroy them first", e.Count)
+}
+
+// Unwrap makes errors.Is(err, ErrOwnsDeployments) hold.
+func (e *OwnsDeploymentsError) Unwrap() error { return ErrOwnsDeployments }
 
 // CreateSession stores a new session.
 func (s *Store) CreateSession(ctx context.Context, sess Session) error {
@@ -202,6 +299,50 @@ func (s *Store) CreateAPIToken(ctx context.Context, t APIToken) (APIToken, error
 		return APIToken{}, fmt.Errorf("creating API token %q: %w", t.Name, err)
 	}
 	return t, nil
+}
+
+// APITokensOfUser returns the API tokens of the user, oldest first, expired ones too.
+func (s *Store) APITokensOfUser(ctx context.Context, userID string) ([]APIToken, error) {
+	var out []APIToken
+	if err := s.db.WithContext(ctx).Where("user_id = ?", userID).Order("created_at, id").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("listing the API tokens of user %s: %w", userID, err)
+	}
+	return out, nil
+}
+
+// APITokenByID returns the token with the given ID.
+func (s *Store) APITokenByID(ctx context.Context, id string) (APIToken, error) {
+	var t APIToken
+	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&t).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return APIToken{}, fmt.Errorf("API token %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return APIToken{}, fmt.Errorf("reading API token %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// DeleteAPIToken revokes the token with the given ID.
+func (s *Store) DeleteAPIToken(ctx context.Context, id string) error {
+	res := s.db.WithContext(ctx).Where("id = ?", id).Delete(&APIToken{})
+	if res.Error != nil {
+		return fmt.Errorf("revoking API token %s: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("API token %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// TouchAPIToken records that the token was used at used.
+func (s *Store) TouchAPIToken(ctx context.Context, id string, used time.Time) error {
+	err := s.db.WithContext(ctx).Model(&APIToken{}).Where("id = ?", id).
+		Update("last_used_at", used.UTC().Truncate(time.Microsecond)).Error
+	if err != nil {
+		return fmt.Errorf("recording the use of API token %s: %w", id, err)
+	}
+	return nil
 }
 
 // APITokenByHash returns the token whose value has the digest tokenHash.

@@ -24,6 +24,7 @@ var migrations = []migration{
 	migrate4,
 	migrate5,
 	migrate6,
+	migrate7,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -263,6 +264,16 @@ func migrate6(tx *gorm.DB) error {
 		`CREATE INDEX builds_finished_at ON builds (finished_at)`,
 		`CREATE INDEX audit_events_actor ON audit_events (actor, seq)`,
 		`CREATE INDEX audit_events_subject ON audit_events (subject, seq)`,
+	)
+}
+
+// migrate7 lets an account be marked to change its password at the next sign-in (a
+// generated password someone else has seen), and records when each API token was last
+// used, so that an owner can tell which tokens to revoke.
+func migrate7(tx *gorm.DB) error {
+	return execAll(tx,
+		`ALTER TABLE users ADD COLUMN must_change_password boolean NOT NULL DEFAULT false`,
+		`ALTER TABLE api_tokens ADD COLUMN last_used_at {ts}`,
 	)
 }
 
