@@ -43,7 +43,11 @@ func TestTheNodeRunsTheServer(t *testing.T) {
 		requestDB:  json.RawMessage(`{"host":"127.0.0.1","port":5432,"database":"acme-hello-db","user":"acme-hello-db","password":{"secret":"acme/hello-db/password@v1"},"sslmode":"disable"}`),
 		requestKey: json.RawMessage(`{"files":{"cookie-key":{"ref":"acme/hello-key/cookie-key@v1","version":1}}}`),
 	}
-	nodes, err := hello{}.Render(context.Background(), app.RenderRequest{Tenant: "acme", Config: json.RawMessage(`{"greeting":"Hi"}`), Results: results})
+	h := &hello{}
+	if err := h.Configure(context.Background(), json.RawMessage(`{"footer":"Hosted by Example"}`)); err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := h.Render(context.Background(), app.RenderRequest{Tenant: "acme", Config: json.RawMessage(`{"greeting":"Hi"}`), Results: results})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +61,7 @@ func TestTheNodeRunsTheServer(t *testing.T) {
 	if got := spec.Files["db-password"].Content; got != "${secret:acme/hello-db/password@v1}" {
 		t.Errorf("the password file holds %q, want the placeholder of the result's reference", got)
 	}
-	if spec.Env["GREETING"] != "Hi" || spec.Env["PGDATABASE"] != "acme-hello-db" {
-		t.Errorf("env %v does not carry the greeting and the database", spec.Env)
+	if spec.Env["GREETING"] != "Hi" || spec.Env["PGDATABASE"] != "acme-hello-db" || spec.Env["FOOTER"] != "Hosted by Example" {
+		t.Errorf("env %v does not carry the greeting, the database and the footer of the settings", spec.Env)
 	}
 }

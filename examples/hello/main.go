@@ -10,6 +10,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"strconv"
+	"sync"
 
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/app"
@@ -47,13 +48,41 @@ func parse(raw json.RawMessage) (config, error) {
 	return c, nil
 }
 
-type hello struct{}
+// settingsSchema is the JSON Schema of the plugin's settings: what the hosting provider
+// sets for every deployment, in fedhost.hcl's app "hello" block.
+const settingsSchema = `{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "type": "object",
+  "properties": {
+    "footer": {"type": "string", "maxLength": 200, "description": "A line under every page, such as the hosting provider's name"}
+  },
+  "additionalProperties": false
+}`
 
-func (hello) Schema(context.Context) (app.Schema, error) {
+type hello struct {
+	mu     sync.RWMutex
+	footer string
+}
+
+// Configure takes the settings; the host has checked them against settingsSchema.
+func (h *hello) Configure(_ context.Context, settings json.RawMessage) error {
+	var s struct {
+		Footer string `json:"footer"`
+	}
+	if err := json.Unmarshal(settings, &s); err != nil {
+		return sdk.Invalid("settings", "the settings are not a JSON object: %v", err)
+	}
+	h.mu.Lock()
+	h.footer = s.Footer
+	h.mu.Unlock()
+	return nil
+}
+
+func (*hello) Schema(context.Context) (app.Schema, error) {
 	return app.Schema{JSON: schema}, nil
 }
 
-func (hello) Requests(_ context.Context, req app.RequestsRequest) ([]app.ResourceRequest, error) {
+func (*hello) Requests(_ context.Context, req app.RequestsRequest) ([]app.ResourceRequest, error) {
 	if _, err := parse(req.Config); err != nil {
 		return nil, err
 	}
@@ -78,7 +107,7 @@ func result(req app.RenderRequest, name string, v any) error {
 	return nil
 }
 
-func (hello) Render(_ context.Context, req app.RenderRequest) ([]app.Node, error) {
+func (h *hello) Render(_ context.Context, req app.RenderRequest) ([]app.Node, error) {
 	c, err := parse(req.Config)
 	if err != nil {
 		return nil, err
@@ -110,6 +139,7 @@ func (hello) Render(_ context.Context, req app.RenderRequest) ([]app.Node, error
 			"PGSSLMODE":        db.SSLMode,
 			"DB_PASSWORD_FILE": "${file:db-password}",
 			"COOKIE_KEY_FILE":  "${file:cookie-key}",
+			"FOOTER":           h.settingsFooter(),
 		},
 		Files: map[string]contract.InstanceFile{
 			"db-password": {Content: "${secret:" + db.Password.Secret + "}"},
@@ -126,13 +156,23 @@ func (hello) Render(_ context.Context, req app.RenderRequest) ([]app.Node, error
 	return []app.Node{{Name: "web", Spec: spec}}, nil
 }
 
-func main() {
-	app.Serve(sdk.Description{
-		Name:    "hello",
-		Version: "0.2.0",
-		Summary: "A greeting page that counts its visitors: the smallest fedhost app",
-		Serves:  []string{"hello"},
-	}, hello{})
+func (h *hello) settingsFooter() string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.footer
 }
 
-var _ app.App = hello{}
+func main() {
+	app.Serve(sdk.Description{
+		Name:           "hello",
+		Version:        "0.2.0",
+		Summary:        "A greeting page that counts its visitors: the smallest fedhost app",
+		Serves:         []string{"hello"},
+		SettingsSchema: json.RawMessage(settingsSchema),
+	}, &hello{})
+}
+
+var (
+	_ app.App        = (*hello)(nil)
+	_ sdk.Configurer = (*hello)(nil)
+)

@@ -54,9 +54,12 @@ func visit(t *testing.T, c *http.Client, addr string) string {
 }
 
 // The example app deploys on the embedded default: its node runs the server it builds,
-// from the artifacts dir, with its own database and a generated key.
+// from the artifacts dir, with its own database, a generated key, and the settings of its
+// app block in fedhost.hcl.
 func TestHelloOnTheEmbeddedDefault(t *testing.T) {
-	h := startHost(t, "FEDHOST_PLUGIN_DIR="+helloDirs(t))
+	hcl := filepath.Join(t.TempDir(), "fedhost.hcl")
+	require.NoError(t, os.WriteFile(hcl, []byte("app \"hello\" {\n  settings = { footer = \"Hosted by Example\" }\n}\n"), 0o600))
+	h := startHost(t, "FEDHOST_PLUGIN_DIR="+helloDirs(t), "FEDHOST_CONFIG="+hcl)
 	d := h.create("acme")
 	b := h.submit(d.ID, map[string]any{"domain": "acme.example.org", "apps": map[string]any{
 		"hello": map[string]any{"enable": true, "options": map[string]any{"greeting": "Hello from acme", "theme": "dark"}}}})
@@ -70,6 +73,7 @@ func TestHelloOnTheEmbeddedDefault(t *testing.T) {
 	page := visit(t, first, addr)
 	require.Contains(t, page, "<h1>Hello from acme</h1>")
 	require.Contains(t, page, "visited 1 times by 1 visitors. You came 1 times.")
+	require.Contains(t, page, "<footer>Hosted by Example</footer>", "the app block's settings reached the plugin")
 	require.Contains(t, visit(t, first, addr), "visited 2 times by 1 visitors. You came 2 times.")
 	require.Contains(t, visit(t, &http.Client{}, addr), "visited 3 times by 2 visitors. You came 1 times.",
 		"a visitor without the signed cookie is a new one, and the count is in the database")

@@ -6,6 +6,7 @@
 //	LISTEN_ADDR           host:port to listen on
 //	GREETING              the page's greeting
 //	THEME                 light or dark
+//	FOOTER                a line under the page, if any
 //	PGHOST, PGPORT, PGDATABASE, PGUSER, PGSSLMODE
 //	                      the database, in libpq's own variables
 //	DB_PASSWORD_FILE      a file holding the database password
@@ -45,6 +46,7 @@ var page = template.Must(template.New("page").Parse(`<!doctype html>
 <body>
 <h1>{{.Greeting}}</h1>
 <p>This page was visited {{.Visits}} times by {{.Visitors}} visitors. You came {{.Yours}} times.</p>
+{{with .Footer}}<footer>{{.}}</footer>{{end}}
 </body>
 </html>
 `))
@@ -54,6 +56,7 @@ type server struct {
 	key      []byte
 	greeting string
 	theme    string
+	footer   string
 }
 
 func main() {
@@ -95,7 +98,7 @@ func run() error {
 		first_seen timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return fmt.Errorf("creating the visitors table: %w", err)
 	}
-	s := &server{db: db, key: []byte(key), greeting: os.Getenv("GREETING"), theme: os.Getenv("THEME")}
+	s := &server{db: db, key: []byte(key), greeting: os.Getenv("GREETING"), theme: os.Getenv("THEME"), footer: os.Getenv("FOOTER")}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", s.index)
 	mux.HandleFunc("GET /healthz", s.health)
@@ -134,10 +137,10 @@ func (s *server) index(w http.ResponseWriter, r *http.Request) {
 			MaxAge: 365 * 24 * 3600, HttpOnly: true, SameSite: http.SameSiteLaxMode})
 	}
 	var data struct {
-		Greeting, Theme         string
+		Greeting, Theme, Footer string
 		Visits, Visitors, Yours int64
 	}
-	data.Greeting, data.Theme = s.greeting, s.theme
+	data.Greeting, data.Theme, data.Footer = s.greeting, s.theme, s.footer
 	ctx := r.Context()
 	err := s.db.QueryRow(ctx, `INSERT INTO visitors (id, visits) VALUES ($1, 1)
 		ON CONFLICT (id) DO UPDATE SET visits = visitors.visits + 1 RETURNING visits`, id).Scan(&data.Yours)
