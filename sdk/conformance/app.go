@@ -61,10 +61,11 @@ var widgets = []string{"textarea", "password", "email", "url", "checkboxes"}
 //   - Schema: its options schema is JSON, compiles as JSON Schema 2020-12 with formats
 //     asserted (as the host compiles it), describes an object, and every "default" at
 //     every depth (properties, items, $defs, ...) validates against the schema it sits
-//     in. The UI hints x-order (a number), x-widget (textarea, password, email, url,
+//     in, once the defaults within it are filled in. The UI hints x-order (a number), x-widget (textarea, password, email, url,
 //     checkboxes) and x-enumTitles (one string per enum value) are well-formed.
 //   - Each case: the configuration, with the schema's defaults filled in as the host
-//     does, validates against the schema. Requests gives requests with DNS-safe,
+//     does (properties of objects present, items of arrays, $ref and allOf; a missing
+//     object is not made), validates against the schema. Requests gives requests with DNS-safe,
 //     unique names, of known resource types (contract.Types, not instance), whose specs
 //     validate against the sdk/contract schemas, and whose DependsOn name other
 //     requests without a cycle. Render, given results made up from the contract's
@@ -162,7 +163,8 @@ func (k *appKit) checkSchema(raw json.RawMessage) bool {
 			t.Errorf("schema: the schema at %q does not compile: %v", ptr, err)
 			return
 		}
-		b, _ := json.Marshal(def)
+		// The host fills in the defaults of what a default leaves out, as of any value.
+		b, _ := json.Marshal(withDefaults(k.doc, s, deepCopy(def)))
 		if err := schema.Validate(sub, "", b); err != nil {
 			t.Errorf("schema: the default at %s/default does not validate against its own schema%s: %s: change the default or the constraint",
 				ptr, within(sdk.FieldOf(err)), message(err))
@@ -569,44 +571,57 @@ func (k *appKit) checkExtras() {
 	}
 }
 
-// withDefaults fills in, in v, the defaults of s as the host does before it validates: a
-// missing property that has a default gets it, at every depth (properties of objects
-// present, items of arrays present), and a missing required object is made to hold the
-// defaults of its own properties. root resolves local $refs.
+// withDefaults fills in, in v, the defaults of s as the host does before it validates
+// (sdk/schema.ApplyDefaults): a missing property that has a default gets it, at every
+// depth (properties of objects, items of arrays, the targets of $ref and allOf), and a
+// default that is an object gets the defaults of its own properties. root resolves local
+// $refs.
 func withDefaults(root, s map[string]any, v any) any {
+	return fillDefaults(root, s, v, 0)
+}
+
+func fillDefaults(root, s map[string]any, v any, depth int) any {
+	if depth > 64 {
+		return v
+	}
 	s = resolveRef(root, s)
+	if all, ok := s["allOf"].([]any); ok {
+		for _, sub := range all {
+			if ss, ok := sub.(map[string]any); ok {
+				v = fillDefaults(root, ss, v, depth+1)
+			}
+		}
+	}
 	switch x := v.(type) {
 	case map[string]any:
 		props, _ := s["properties"].(map[string]any)
-		required := map[string]bool{}
-		if list, ok := s["required"].([]any); ok {
-			for _, r := range list {
-				if name, ok := r.(string); ok {
-					required[name] = true
-				}
-			}
-		}
-		for name, p := range props {
-			ps, _ := p.(map[string]any)
+		for _, name := range sortedKeys(props) {
+			ps, _ := props[name].(map[string]any)
 			if ps == nil {
 				continue
 			}
-			ps = resolveRef(root, ps)
 			if _, present := x[name]; !present {
-				if def, ok := ps["default"]; ok {
-					x[name] = deepCopy(def)
-				} else if required[name] && ps["type"] == "object" {
-					x[name] = map[string]any{}
-				} else {
+				def, ok := ps["default"]
+				if !ok {
+					def, ok = resolveRef(root, ps)["default"]
+				}
+				if !ok {
 					continue
 				}
+				x[name] = deepCopy(def)
 			}
-			x[name] = withDefaults(root, ps, x[name])
+			x[name] = fillDefaults(root, ps, x[name], depth+1)
 		}
 	case []any:
-		if items, ok := s["items"].(map[string]any); ok {
-			for i := range x {
-				x[i] = withDefaults(root, items, x[i])
+		prefix, _ := s["prefixItems"].([]any)
+		items, _ := s["items"].(map[string]any)
+		for i := range x {
+			if i < len(prefix) {
+				if ps, ok := prefix[i].(map[string]any); ok {
+					x[i] = fillDefaults(root, ps, x[i], depth+1)
+				}
+			} else if items != nil {
+				x[i] = fillDefaults(root, items, x[i], depth+1)
 			}
 		}
 	}

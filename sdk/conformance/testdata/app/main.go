@@ -23,6 +23,7 @@ const goodSchema = `{
     "admin": {
       "type": "object",
       "title": "Administrator",
+      "default": {},
       "required": ["email"],
       "properties": {
         "email": {"type": "string", "format": "email", "default": "admin@example.org", "x-widget": "email"},
