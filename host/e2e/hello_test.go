@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -42,6 +43,18 @@ func helloDirs(t *testing.T) (pluginDir string) {
 	return pluginDir
 }
 
+// storedOptions returns the stored options of app in a deployment's configuration.
+func storedOptions(t *testing.T, config json.RawMessage, app string) json.RawMessage {
+	t.Helper()
+	var c struct {
+		Apps map[string]struct {
+			Options json.RawMessage `json:"options"`
+		} `json:"apps"`
+	}
+	require.NoError(t, json.Unmarshal(config, &c))
+	return c.Apps[app].Options
+}
+
 func visit(t *testing.T, c *http.Client, addr string) string {
 	t.Helper()
 	resp, err := c.Get("http://" + addr + "/")
@@ -54,8 +67,8 @@ func visit(t *testing.T, c *http.Client, addr string) string {
 }
 
 // The example app deploys on the embedded default: its node runs the server it builds,
-// from the artifacts dir, with its own database, a generated key, and the settings of its
-// app block in fedhost.hcl.
+// from the artifacts dir, with its own database, a generated key, the settings of its
+// app block in fedhost.hcl, and the schema's defaults when sent no options.
 func TestHelloOnTheEmbeddedDefault(t *testing.T) {
 	hcl := filepath.Join(t.TempDir(), "fedhost.hcl")
 	require.NoError(t, os.WriteFile(hcl, []byte("app \"hello\" {\n  settings = { footer = \"Hosted by Example\" }\n}\n"), 0o600))
@@ -77,6 +90,13 @@ func TestHelloOnTheEmbeddedDefault(t *testing.T) {
 	require.Contains(t, visit(t, first, addr), "visited 2 times by 1 visitors. You came 2 times.")
 	require.Contains(t, visit(t, &http.Client{}, addr), "visited 3 times by 2 visitors. You came 1 times.",
 		"a visitor without the signed cookie is a new one, and the count is in the database")
+
+	// Sent without options, hello gets its schema's defaults, stored with the configuration.
+	beta := h.create("beta")
+	bb := h.submit(beta.ID, map[string]any{"domain": "beta.example.org", "apps": map[string]any{"hello": map[string]any{"enable": true}}})
+	require.Equal(t, "succeeded", h.wait(bb.ID).State)
+	require.Contains(t, visit(t, &http.Client{}, h.deployment(beta.ID).Nodes["hello-web"]["http"]), "<h1>Hello, world</h1>")
+	require.JSONEq(t, `{"greeting": "Hello, world", "theme": "light"}`, string(storedOptions(t, h.deployment(beta.ID).Config, "hello")))
 
 	// The generated key reached the node as a file, not through its spec.
 	require.Regexp(t, regexp.MustCompile(`^[0-9a-f]{64}$`), h.nodeFile("acme", "hello-web", "cookie-key"))
