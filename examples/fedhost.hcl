@@ -1,7 +1,7 @@
 # fedhost.hcl: the configuration of `fedhost serve`.
 #
 # This file spells out the embedded default (what fedhost runs with no file) and adds a
-# Redis provider and a registrar to show their blocks. Every top-level setting can also
+# Redis provider, a registrar and an app block to show them. Every top-level setting can also
 # be given as an environment variable (FEDHOST_<NAME>, e.g. FEDHOST_DATA_DIR) or a flag
 # (--data-dir); a flag beats the environment, which beats this file.
 
@@ -66,4 +66,10 @@ resource "redis" {
 # the secret resource under this name.
 registrar "porkbun" {
   settings = { api_key_secret = "registrar/porkbun/key" }
+}
+
+# The settings of an app plugin, the same for every deployment of the app (each
+# deployment chooses the app's options). Checked against the plugin's settings schema.
+app "hello" {
+  settings = { footer = "Hosted by Example" }
 }

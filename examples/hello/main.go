@@ -1,96 +1,178 @@
 // Command fedhost-app-hello is an example third-party app plugin built only against the
-// fedhost sdk: a static greeting page served by busybox httpd, with its text as the one
-// option and a generated secret for its admin area.
+// fedhost sdk: a greeting page that counts its visits in a PostgreSQL database. The page
+// is the program of cmd/hello-server; the plugin says what it needs (a database and a
+// generated key) and how to run it (a node for the instance provider).
 package main
 
 import (
+	"bytes"
 	"context"
+	_ "embed"
 	"encoding/json"
-	"fmt"
+	"strconv"
+	"sync"
 
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/app"
+	"github.com/fedhost/fedhost/sdk/contract"
 )
 
-const schema = `{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "type": "object",
-  "properties": {
-    "greeting": {"type": "string", "title": "Greeting", "default": "Hello, world", "maxLength": 200}
-  },
-  "additionalProperties": false
-}`
+//go:embed schema.json
+var schema []byte
 
+// binary is the program the node runs, a file in the instance provider's artifacts_dir.
+// Packagers who keep several builds side by side set it at build time
+// (-ldflags "-X main.binary=hello-server-0.2.0").
+var binary = "hello-server"
+
+// The names of the requests, which Render finds the results under.
+const (
+	requestDB  = "db"
+	requestKey = "key"
+)
+
+type config struct {
+	Greeting string `json:"greeting"`
+	Theme    string `json:"theme"`
+}
+
+// parse reads the options. The host has checked them against schema.json and filled in
+// its defaults; an unknown option is refused all the same, naming it.
+func parse(raw json.RawMessage) (config, error) {
+	var c config
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return c, sdk.Invalid("config", "the options do not follow the hello schema: %v", err)
+	}
+	return c, nil
+}
+
+// settingsSchema is the JSON Schema of the plugin's settings: what the hosting provider
+// sets for every deployment, in fedhost.hcl's app "hello" block.
 const settingsSchema = `{
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "type": "object",
   "properties": {
-    "image": {"type": "string", "description": "OCI image that serves the page"}
+    "footer": {"type": "string", "maxLength": 200, "description": "A line under every page, such as the hosting provider's name"}
   },
   "additionalProperties": false
 }`
 
-type config struct {
-	Greeting string `json:"greeting"`
-}
-
 type hello struct {
-	image string
+	mu     sync.RWMutex
+	footer string
 }
 
+// Configure takes the settings; the host has checked them against settingsSchema.
 func (h *hello) Configure(_ context.Context, settings json.RawMessage) error {
 	var s struct {
-		Image string `json:"image"`
+		Footer string `json:"footer"`
 	}
 	if err := json.Unmarshal(settings, &s); err != nil {
-		return sdk.Invalid("settings", "%v", err)
+		return sdk.Invalid("settings", "the settings are not a JSON object: %v", err)
 	}
-	h.image = s.Image
+	h.mu.Lock()
+	h.footer = s.Footer
+	h.mu.Unlock()
 	return nil
 }
 
-func (h *hello) Schema(context.Context) (app.Schema, error) {
-	return app.Schema{JSON: json.RawMessage(schema)}, nil
+func (*hello) Schema(context.Context) (app.Schema, error) {
+	return app.Schema{JSON: schema}, nil
 }
 
-func (h *hello) Requests(_ context.Context, req app.RequestsRequest) ([]app.ResourceRequest, error) {
-	var c config
-	if err := json.Unmarshal(req.Config, &c); err != nil {
-		return nil, sdk.Invalid("", "configuration is not an object: %v", err)
+func (*hello) Requests(_ context.Context, req app.RequestsRequest) ([]app.ResourceRequest, error) {
+	if _, err := parse(req.Config); err != nil {
+		return nil, err
 	}
-	return []app.ResourceRequest{{
-		Name: "admin-password",
-		Type: "secret",
-		Spec: json.RawMessage(`{"files":{"password":{"generate":{"length":24,"encoding":"base64url"}}}}`),
-	}}, nil
+	key, _ := json.Marshal(contract.SecretRequest{Files: map[string]contract.SecretFile{
+		"cookie-key": {Generate: &contract.Generate{Length: 32, Encoding: "hex"}},
+	}})
+	return []app.ResourceRequest{
+		{Name: requestKey, Type: contract.Secret, Spec: key},
+		{Name: requestDB, Type: contract.PostgreSQL, Spec: json.RawMessage(`{}`)},
+	}, nil
+}
+
+// result decodes the result of the request name into v.
+func result(req app.RenderRequest, name string, v any) error {
+	raw, ok := req.Results[name]
+	if !ok {
+		return sdk.Invalid("results/"+name, "the result of request %q is missing: provision it before rendering", name)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return sdk.Invalid("results/"+name, "the result of request %q does not follow its contract: %v", name, err)
+	}
+	return nil
 }
 
 func (h *hello) Render(_ context.Context, req app.RenderRequest) ([]app.Node, error) {
-	var c config
-	if err := json.Unmarshal(req.Config, &c); err != nil {
-		return nil, sdk.Invalid("", "configuration is not an object: %v", err)
-	}
-	if _, ok := req.Results["admin-password"]; !ok {
-		return nil, sdk.Invalid("results/admin-password", "the admin password secret is missing")
-	}
-	spec, err := json.Marshal(map[string]any{
-		"artifact": map[string]any{"image": h.image},
-		"env":      map[string]string{"GREETING": c.Greeting, "LISTEN": "${host}:${port:http}"},
-		"ports":    []map[string]any{{"name": "http", "protocol": "http"}},
-		"health":   map[string]any{"port": "http", "http_path": "/"},
-	})
+	c, err := parse(req.Config)
 	if err != nil {
-		return nil, fmt.Errorf("rendering the node: %w", err)
+		return nil, err
+	}
+	var db contract.PostgreSQLResult
+	if err := result(req, requestDB, &db); err != nil {
+		return nil, err
+	}
+	var key contract.SecretResult
+	if err := result(req, requestKey, &key); err != nil {
+		return nil, err
+	}
+	cookieKey, ok := key.Files["cookie-key"]
+	if !ok {
+		return nil, sdk.Invalid("results/key/files/cookie-key", "the secret result has no cookie-key file: provision the request again")
+	}
+	// Results hold references to secrets, never their values: a file whose content is
+	// ${secret:REF} gets the value when the node starts, and ${file:NAME} is its path.
+	node := contract.InstanceRequest{
+		Artifact: contract.Artifact{Binary: binary},
+		Env: map[string]string{
+			"LISTEN_ADDR":      "${host}:${port:http}",
+			"GREETING":         c.Greeting,
+			"THEME":            c.Theme,
+			"PGHOST":           db.Host,
+			"PGPORT":           strconv.Itoa(db.Port),
+			"PGDATABASE":       db.Database,
+			"PGUSER":           db.User,
+			"PGSSLMODE":        db.SSLMode,
+			"DB_PASSWORD_FILE": "${file:db-password}",
+			"COOKIE_KEY_FILE":  "${file:cookie-key}",
+			"FOOTER":           h.settingsFooter(),
+		},
+		Files: map[string]contract.InstanceFile{
+			"db-password": {Content: "${secret:" + db.Password.Secret + "}"},
+			"cookie-key":  {Content: "${secret:" + cookieKey.Ref + "}"},
+		},
+		Ports:  []contract.Port{{Name: "http", Protocol: "http"}},
+		Health: &contract.Health{Port: "http", HTTPPath: "/healthz", StartSeconds: 30},
+		Limits: &contract.Limits{MemoryMB: 256},
+	}
+	spec, err := json.Marshal(node)
+	if err != nil {
+		return nil, err
 	}
 	return []app.Node{{Name: "web", Spec: spec}}, nil
+}
+
+func (h *hello) settingsFooter() string {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.footer
 }
 
 func main() {
 	app.Serve(sdk.Description{
 		Name:           "hello",
-		Version:        "0.1.0",
-		Summary:        "A greeting page: the smallest fedhost app",
+		Version:        "0.2.0",
+		Summary:        "A greeting page that counts its visitors: the smallest fedhost app",
 		Serves:         []string{"hello"},
 		SettingsSchema: json.RawMessage(settingsSchema),
-	}, &hello{image: "docker.io/library/busybox:1.36"})
+	}, &hello{})
 }
+
+var (
+	_ app.App        = (*hello)(nil)
+	_ sdk.Configurer = (*hello)(nil)
+)

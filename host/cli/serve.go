@@ -257,6 +257,12 @@ func pluginSettings(cfg *config.Config) func(sdk.Description) (json.RawMessage, 
 				}
 			}
 			return nil, false
+		case sdk.KindApp:
+			for _, a := range cfg.Apps {
+				if a.Name == d.Name {
+					return a.Settings, true
+				}
+			}
 		}
 		return nil, true
 	}

@@ -49,6 +49,8 @@ type Config struct {
 	Resources []Resource
 	// Registrars lists the registrar drivers in use.
 	Registrars []Registrar
+	// Apps holds the app blocks: the settings of app plugins, by app name.
+	Apps []App
 	// OperatorOIDC lets operators log in with an OpenID provider; nil when not configured.
 	OperatorOIDC *OperatorOIDC
 	// File is the configuration file that was read, or "" when none was.
@@ -96,6 +98,15 @@ type Registrar struct {
 	// Name names the registrar driver plugin, e.g. "porkbun".
 	Name string
 	// Settings is the driver's settings as a JSON object ("{}" when none).
+	Settings json.RawMessage
+}
+
+// App is an app block: the settings of an app plugin, the same for every deployment and
+// every installed version of the app.
+type App struct {
+	// Name names the app, e.g. "hello".
+	Name string
+	// Settings is the plugin's settings as a JSON object ("{}" when none).
 	Settings json.RawMessage
 }
 

@@ -277,6 +277,11 @@ func TestLoadFileErrors(t *testing.T) {
 			want: []string{`:2,1-17: Duplicate registrar block; A registrar "inwx" block is already declared at {file}:1,1-17; keep only one.`},
 		},
 		{
+			name: "app settings not an object",
+			src:  "app \"hello\" {\n  settings = \"loud\"\n}\n",
+			want: []string{`:2,14-20: Invalid settings; settings must be an object, such as { key = "value" }.`},
+		},
+		{
 			name: "empty provider",
 			src:  "resource \"secret\" {\n  provider = \"\"\n}\n",
 			want: []string{`:2,14-16: Empty provider; provider must name the provider plugin that answers this resource type, such as "embedded".`},
@@ -338,6 +343,12 @@ resource "secret" {
 registrar "porkbun" {
   settings = { api_key_secret = "registrar/porkbun/key" }
 }
+
+app "hello" {
+  settings = { footer = "Hosted by Example" }
+}
+
+app "miniflux" {}
 `)
 	got, err := config.Load(path, nil, nil)
 	require.NoError(t, err)
@@ -363,6 +374,11 @@ registrar "porkbun" {
 	require.False(t, ok)
 
 	require.Equal(t, []config.Registrar{{Name: "porkbun", Settings: json.RawMessage(`{"api_key_secret":"registrar/porkbun/key"}`)}}, got.Registrars)
+	require.Len(t, got.Apps, 2)
+	require.Equal(t, "hello", got.Apps[0].Name)
+	require.JSONEq(t, `{"footer": "Hosted by Example"}`, string(got.Apps[0].Settings))
+	require.Equal(t, "miniflux", got.Apps[1].Name)
+	require.JSONEq(t, `{}`, string(got.Apps[1].Settings))
 }
 
 func TestDatabaseNeverInErrors(t *testing.T) {
@@ -474,6 +490,8 @@ func TestExampleFile(t *testing.T) {
 	require.Equal(t, "redis", redis.Provider)
 	require.Len(t, got.Registrars, 1)
 	require.Equal(t, "porkbun", got.Registrars[0].Name)
+	require.Len(t, got.Apps, 1)
+	require.Equal(t, "hello", got.Apps[0].Name)
 }
 
 func TestBackupsBlocks(t *testing.T) {

@@ -10,7 +10,8 @@
 //
 // The file also describes the hosting provider's environment: one resource block per
 // resource type, naming the provider plugin that answers it with the provider's
-// settings and limits, and one registrar block per registrar driver:
+// settings and limits, one registrar block per registrar driver, and an app block per app
+// plugin that takes settings:
 //
 //	listen   = "127.0.0.1:8080"
 //	data_dir = "./data"
@@ -22,6 +23,9 @@
 //	}
 //	registrar "porkbun" {
 //	  settings = { api_key_secret = "registrar/porkbun/key" }
+//	}
+//	app "hello" {
+//	  settings = { footer = "Hosted by Example" }
 //	}
 //
 // Settings and limits are free-form HCL objects; they reach the plugins as JSON. Every

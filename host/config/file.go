@@ -23,6 +23,7 @@ var (
 		Blocks: []hcl.BlockHeaderSchema{
 			{Type: "resource", LabelNames: []string{"type"}},
 			{Type: "registrar", LabelNames: []string{"name"}},
+			{Type: "app", LabelNames: []string{"name"}},
 			{Type: "operator_oidc"},
 			{Type: "backups", LabelNames: []string{"app"}},
 		},
@@ -34,6 +35,9 @@ var (
 		Attributes: []hcl.AttributeSchema{{Name: "schedule"}, {Name: "keep_within"}},
 	}
 	registrarSchema = &hcl.BodySchema{
+		Attributes: []hcl.AttributeSchema{{Name: "settings"}},
+	}
+	appSchema = &hcl.BodySchema{
 		Attributes: []hcl.AttributeSchema{{Name: "settings"}},
 	}
 	operatorOIDCSchema = &hcl.BodySchema{
@@ -82,6 +86,7 @@ func (c *Config) applyFile(src []byte, filename string) error {
 
 	var resources []Resource
 	var registrars []Registrar
+	var apps []App
 	var operatorOIDC *OperatorOIDC
 	backups := map[string]AppBackups{}
 	seen := map[string]hcl.Range{}
@@ -111,6 +116,13 @@ func (c *Config) applyFile(src []byte, filename string) error {
 			r, d := decodeRegistrar(b)
 			diags = append(diags, d...)
 			registrars = append(registrars, r)
+		case "app":
+			content, d := b.Body.Content(appSchema)
+			diags = append(diags, d...)
+			a := App{Name: b.Labels[0]}
+			a.Settings, d = objectJSON(content.Attributes["settings"], false)
+			diags = append(diags, d...)
+			apps = append(apps, a)
 		case "operator_oidc":
 			o, d := c.decodeOperatorOIDC(b)
 			diags = append(diags, d...)
@@ -137,6 +149,7 @@ func (c *Config) applyFile(src []byte, filename string) error {
 		c.Resources = resources
 	}
 	c.Registrars = registrars
+	c.Apps = apps
 	c.OperatorOIDC = operatorOIDC
 	c.Backups = backups
 	return nil

@@ -3,6 +3,7 @@ package deploy
 import (
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -32,6 +33,26 @@ func TestOrderPutsDependenciesFirstAndTypesInRank(t *testing.T) {
 
 	err := order([]step{{Name: "a-x", Request: "x", Type: "secret", DependsOn: []string{"a-missing"}}})
 	require.ErrorContains(t, err, "request x depends on a-missing")
+}
+
+// A circle of dependencies is refused, naming its requests, instead of swapping forever.
+func TestOrderRefusesACircle(t *testing.T) {
+	t.Parallel()
+	done := make(chan error, 1)
+	go func() {
+		done <- order([]step{
+			{Name: "a-db", Request: "db", Type: "postgresql"},
+			{Name: "a-x", Request: "x", Type: "secret", DependsOn: []string{"a-y"}},
+			{Name: "a-y", Request: "y", Type: "secret", DependsOn: []string{"a-x"}},
+		})
+	}()
+	select {
+	case err := <-done:
+		require.ErrorContains(t, err, "requests x, y depend on each other in a circle")
+	case <-time.After(10 * time.Second):
+		t.Fatal("order did not return on a circle of dependencies")
+	}
+	require.ErrorContains(t, order([]step{{Name: "a-x", Request: "x", Type: "secret", DependsOn: []string{"a-x"}}}), "requests x depend")
 }
 
 func TestRewriteRefsReplacesOnlyKnownSecretKeys(t *testing.T) {

@@ -119,20 +119,67 @@ func order(steps []step) error {
 	for i, s := range steps {
 		pos[s.Name] = i
 	}
+	for _, s := range steps {
+		for _, dep := range s.DependsOn {
+			if _, ok := pos[dep]; !ok {
+				return fmt.Errorf("request %s depends on %s, which the app does not request", s.Request, dep)
+			}
+		}
+	}
+	// The swaps below never end on a circle, so one is refused first.
+	if c := circle(steps, pos); c != nil {
+		return fmt.Errorf("requests %s depend on each other in a circle: the app must break it", strings.Join(c, ", "))
+	}
 	for moved := true; moved; {
 		moved = false
 		for i, s := range steps {
 			for _, dep := range s.DependsOn {
-				j, ok := pos[dep]
-				if !ok {
-					return fmt.Errorf("request %s depends on %s, which the app does not request", s.Request, dep)
-				}
-				if j > i {
+				if j := pos[dep]; j > i {
 					steps[i], steps[j] = steps[j], steps[i]
 					pos[steps[i].Name], pos[steps[j].Name] = i, j
 					moved = true
 				}
 			}
+		}
+	}
+	return nil
+}
+
+// circle returns the requests of a circle of DependsOn, or nil.
+func circle(steps []step, pos map[string]int) []string {
+	const visiting, done = 1, 2
+	state := map[string]int{}
+	var path []string
+	var visit func(name string) []string
+	visit = func(name string) []string {
+		switch state[name] {
+		case visiting:
+			for i, p := range path {
+				if p == name {
+					out := make([]string, 0, len(path)-i)
+					for _, q := range path[i:] {
+						out = append(out, steps[pos[q]].Request)
+					}
+					return out
+				}
+			}
+		case done:
+			return nil
+		}
+		state[name] = visiting
+		path = append(path, name)
+		for _, dep := range steps[pos[name]].DependsOn {
+			if c := visit(dep); c != nil {
+				return c
+			}
+		}
+		path = path[:len(path)-1]
+		state[name] = done
+		return nil
+	}
+	for _, s := range steps {
+		if c := visit(s.Name); c != nil {
+			return c
 		}
 	}
 	return nil

@@ -3,8 +3,14 @@
 //
 //	func TestConformance(t *testing.T) {
 //		conformance.Plugin(t, "bin/fedhost-app-hello")
+//		conformance.App(t, "bin/fedhost-app-hello",
+//			conformance.AppCase{Name: "defaults"},
+//			conformance.AppCase{Name: "custom", Config: json.RawMessage(`{"greeting":"Hi"}`)})
 //	}
 //
 // The binary is started the way the host starts it (go-plugin, gRPC, AutoMTLS, protocol
-// negotiation); each check is a subtest, so a failure names what the host would refuse.
+// negotiation). Plugin runs the checks every kind shares, each a subtest, so a failure
+// names what the host would refuse; Resource adds those of resource providers and App
+// those of apps (schema and defaults, requests, nodes, renames, operations and role
+// groups, for each example configuration the author gives).
 package conformance

@@ -24,6 +24,13 @@ func TestConformance(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	desc := conformance.Plugin(t, bin)
 	require.Equal(t, version, desc.Version)
+	conformance.App(t, bin,
+		conformance.AppCase{Name: "defaults"},
+		conformance.AppCase{Name: "team", Domain: "rss.example.net", Config: json.RawMessage(`{
+			"adminUsername": "editor", "pollingFrequency": 30, "pollingScheduler": "entry_frequency",
+			"cleanupArchiveReadDays": 30, "mediaProxyMode": "all", "fetchYouTubeWatchTime": true, "logLevel": "warning",
+			"oidc": {"enable": true, "providerName": "Company login", "disableLocalAuth": true},
+			"metrics": {"enable": true, "password": "a metrics password", "allowedNetworks": ["10.0.0.0/8"]}}`)})
 }
 
 // schemaDefaults builds the configuration made of the schema's defaults.

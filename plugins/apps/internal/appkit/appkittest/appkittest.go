@@ -46,6 +46,9 @@ type Case struct {
 	Wrong map[string]map[string]any
 	// Nodes is how many nodes a render gives.
 	Nodes int
+	// Examples are realistic configurations an operator would give, for conformance.App
+	// beside the defaults and OIDC.
+	Examples []conformance.AppCase
 }
 
 // Run runs every check.
@@ -59,6 +62,8 @@ func Run(t *testing.T, a App, c Case) {
 		if desc.Name != c.Name || len(desc.Serves) != 1 || desc.Serves[0] != c.Name {
 			t.Errorf("described as %q serving %v, want %q serving itself", desc.Name, desc.Serves, c.Name)
 		}
+		cases := append([]conformance.AppCase{{Name: "defaults"}, {Name: "oidc", Config: Config(c.OIDC)}}, c.Examples...)
+		conformance.App(t, bin, cases...)
 	})
 	t.Run("schema", func(t *testing.T) { checkSchema(t, a) })
 	t.Run("guard_groups_operations", func(t *testing.T) { checkExtras(t, a) })
