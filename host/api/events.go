@@ -24,6 +24,16 @@ type ProgressEvent struct {
 	Message  string    `json:"message"`
 	Progress int       `json:"progress"`
 	State    string    `json:"state"`
+	// StartedAt is when the build started running; absent while it is queued.
+	StartedAt *time.Time `json:"started_at,omitempty"`
+}
+
+// EndEvent is the data of the last SSE event of a build's stream.
+type EndEvent struct {
+	State      string     `json:"state"`
+	Reason     string     `json:"reason"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
 }
 
 // buildEvents streams a build's log as Server-Sent Events, from after the Last-Event-ID
@@ -59,12 +69,12 @@ func (h *handlers) buildEvents(c *fiber.Ctx) error {
 				if e.Seq <= last {
 					continue
 				}
-				data, _ := json.Marshal(ProgressEvent{Seq: e.Seq, Time: e.Time, Step: e.Step, Level: e.Level, Message: e.Message, Progress: e.Progress, State: string(b.State)})
+				data, _ := json.Marshal(ProgressEvent{Seq: e.Seq, Time: e.Time, Step: e.Step, Level: e.Level, Message: e.Message, Progress: e.Progress, State: string(b.State), StartedAt: b.StartedAt})
 				fmt.Fprintf(w, "id: %d\nevent: progress\ndata: %s\n\n", e.Seq, data)
 				last = e.Seq
 			}
 			if b.State.Finished() {
-				data, _ := json.Marshal(map[string]string{"state": string(b.State), "reason": b.Reason})
+				data, _ := json.Marshal(EndEvent{State: string(b.State), Reason: b.Reason, StartedAt: b.StartedAt, FinishedAt: b.FinishedAt})
 				fmt.Fprintf(w, "event: end\ndata: %s\n\n", data)
 				_ = w.Flush()
 				return

@@ -85,7 +85,10 @@ func TestBuildEventStreamInOrderAndResumes(t *testing.T) {
 		require.Equal(t, 25*(i+1), p.Progress)
 	}
 	require.Equal(t, "end", all[4].event)
-	require.JSONEq(t, `{"state":"succeeded","reason":""}`, all[4].data)
+	var end api.EndEvent
+	require.NoError(t, json.Unmarshal([]byte(all[4].data), &end))
+	require.Equal(t, "succeeded", end.State)
+	require.NotNil(t, end.FinishedAt, "the end says when the build finished, so a live page can show its duration")
 
 	resumed := readStream(t, b, alice, "/api/v1/builds/"+build.ID+"/events", "2")
 	require.Len(t, resumed, 3, "events 3, 4 and the end")

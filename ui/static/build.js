@@ -12,6 +12,24 @@
   var state = document.getElementById("build-state");
   var log = document.getElementById("log");
   var live = document.getElementById("build-live");
+  var duration = document.getElementById("build-duration");
+
+  // As the server writes a duration: 850ms, 42s, 3m5s, 1h10m.
+  function formatDuration(ms) {
+    if (ms < 1000) return Math.max(0, Math.round(ms)) + "ms";
+    var s = Math.round(ms / 1000);
+    if (s < 3600) return (s >= 60 ? Math.floor(s / 60) + "m" : "") + (s % 60) + "s";
+    var m = Math.round(s / 60);
+    return Math.floor(m / 60) + "h" + (m % 60) + "m0s";
+  }
+  function showDuration(started, finished) {
+    var from = Date.parse(started || "");
+    if (isNaN(from)) return;
+    var to = finished ? Date.parse(finished) : Date.now();
+    if (!isNaN(to)) duration.textContent = formatDuration(to - from);
+  }
+  // While the build runs, its duration counts up.
+  var ticker = setInterval(function () { showDuration(duration.getAttribute("data-started")); }, 1000);
 
   function setState(s) {
     state.textContent = s;
@@ -32,6 +50,7 @@
       progress.textContent = ev.progress + " %";
     }
     if (ev.state) setState(ev.state);
+    if (ev.started_at && !duration.hasAttribute("data-started")) duration.setAttribute("data-started", ev.started_at);
     var li = document.createElement("li");
     li.setAttribute("data-seq", String(ev.seq));
     li.className = "level-" + (ev.level || "info");
@@ -52,7 +71,9 @@
   source.addEventListener("end", function (e) {
     source.close();
     var end = read(e) || {};
+    clearInterval(ticker);
     if (end.state) setState(end.state);
+    if (end.started_at) showDuration(end.started_at, end.finished_at);
     root.setAttribute("data-finished", "true");
     if (end.reason) {
       var reason = document.getElementById("build-reason");
