@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"html/template"
 	"net/url"
+	"sort"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/fedhost/fedhost/host/audit"
+	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/ui/form"
@@ -22,6 +24,13 @@ type configureData struct {
 	NoCatalog bool
 	// Update names the newer catalog revision a deploy may apply, "" when there is none.
 	Update string
+	// Unrunnable lists the apps of the catalog this host cannot run, enabled ones first.
+	Unrunnable []unrunnableApp
+}
+
+type unrunnableApp struct {
+	Name, Why string
+	Enabled   bool
 }
 
 func (u *UI) configurePage(c *fiber.Ctx, s *session) error {
@@ -53,10 +62,27 @@ func (u *UI) showConfigure(c *fiber.Ctx, s *session, d store.Deployment, status 
 			return err
 		}
 		data.Fields = fields
+		data.Unrunnable = unrunnable(u.d.Engine.Unrunnable(s.ctx), st.value)
 	}
 	v := u.view(s, "Configure "+d.Name, "deployments", data)
 	v.Error = st.message
 	return u.render(c, status, "configure", v)
+}
+
+// unrunnable lists the verdicts of the engine, the apps value enables first.
+func unrunnable(verdicts map[string]string, value json.RawMessage) []unrunnableApp {
+	cfg, _ := catalog.ParseConfig(value)
+	out := make([]unrunnableApp, 0, len(verdicts))
+	for name, why := range verdicts {
+		out = append(out, unrunnableApp{Name: name, Why: why, Enabled: cfg.Apps[name].Enable})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Enabled != out[j].Enabled {
+			return out[i].Enabled
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
 }
 
 // secretsSet is the writeOnly values the deployment has stored: the keys of its secret refs.

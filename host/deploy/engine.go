@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -63,6 +64,10 @@ type Engine struct {
 	queue *queue.Queue
 	log   hclog.Logger
 	now   func() time.Time
+
+	// runnable caches Unrunnable's verdict per app version.
+	runnableMu sync.Mutex
+	runnable   map[string]string
 }
 
 // New returns an engine; give it its queue with SetQueue before submitting.

@@ -113,7 +113,7 @@ func TestGolden(t *testing.T) {
 
 func everythingSchema(t *testing.T) json.RawMessage {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", "everything.schema.json"))
+	raw, err := os.ReadFile(filepath.Join("testdata", "formapp", "schema.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
