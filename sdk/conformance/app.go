@@ -164,7 +164,7 @@ func (k *appKit) checkSchema(raw json.RawMessage) bool {
 			return
 		}
 		// The host fills in the defaults of what a default leaves out, as of any value.
-		b, _ := json.Marshal(withDefaults(k.doc, s, deepCopy(def)))
+		b, _ := json.Marshal(schema.ApplyDefaults(sub, deepCopy(def)))
 		if err := schema.Validate(sub, "", b); err != nil {
 			t.Errorf("schema: the default at %s/default does not validate against its own schema%s: %s: change the default or the constraint",
 				ptr, within(sdk.FieldOf(err)), message(err))
@@ -253,7 +253,7 @@ func (k *appKit) checkCase(c AppCase) {
 		t.Errorf("%s: the case's Config is not a JSON object", c.Name)
 		return
 	}
-	cfg = withDefaults(k.doc, k.doc, cfg).(map[string]any)
+	cfg = schema.ApplyDefaults(k.compiled, cfg).(map[string]any)
 	filled, _ := json.Marshal(cfg)
 	if err := schema.Validate(k.compiled, "options", filled); err != nil {
 		t.Errorf("%s: the configuration (with the schema's defaults) does not validate: %s %s: fix the case or the schema",
@@ -569,63 +569,6 @@ func (k *appKit) checkExtras() {
 	if g.OnDowngrade != "" && g.OnDowngrade != app.DowngradeRefuse && g.OnDowngrade != app.DowngradeWarn {
 		t.Errorf("version guard: OnDowngrade %q is not one of refuse, warn", g.OnDowngrade)
 	}
-}
-
-// withDefaults fills in, in v, the defaults of s as the host does before it validates
-// (sdk/schema.ApplyDefaults): a missing property that has a default gets it, at every
-// depth (properties of objects, items of arrays, the targets of $ref and allOf), and a
-// default that is an object gets the defaults of its own properties. root resolves local
-// $refs.
-func withDefaults(root, s map[string]any, v any) any {
-	return fillDefaults(root, s, v, 0)
-}
-
-func fillDefaults(root, s map[string]any, v any, depth int) any {
-	if depth > 64 {
-		return v
-	}
-	s = resolveRef(root, s)
-	if all, ok := s["allOf"].([]any); ok {
-		for _, sub := range all {
-			if ss, ok := sub.(map[string]any); ok {
-				v = fillDefaults(root, ss, v, depth+1)
-			}
-		}
-	}
-	switch x := v.(type) {
-	case map[string]any:
-		props, _ := s["properties"].(map[string]any)
-		for _, name := range sortedKeys(props) {
-			ps, _ := props[name].(map[string]any)
-			if ps == nil {
-				continue
-			}
-			if _, present := x[name]; !present {
-				def, ok := ps["default"]
-				if !ok {
-					def, ok = resolveRef(root, ps)["default"]
-				}
-				if !ok {
-					continue
-				}
-				x[name] = deepCopy(def)
-			}
-			x[name] = fillDefaults(root, ps, x[name], depth+1)
-		}
-	case []any:
-		prefix, _ := s["prefixItems"].([]any)
-		items, _ := s["items"].(map[string]any)
-		for i := range x {
-			if i < len(prefix) {
-				if ps, ok := prefix[i].(map[string]any); ok {
-					x[i] = fillDefaults(root, ps, x[i], depth+1)
-				}
-			} else if items != nil {
-				x[i] = fillDefaults(root, items, x[i], depth+1)
-			}
-		}
-	}
-	return v
 }
 
 // operatorSecrets replaces the string values of writeOnly options by ${secret:REF}, as the
