@@ -4,6 +4,10 @@ package main
 
 import (
 	"os"
+	// Time zones (CRON_TZ= schedules, update windows) must load on a machine without
+	// /usr/share/zoneinfo too: Debian 12 requires tzdata, but minimal images and newer
+	// Debian releases may lack it. The system's database is still preferred when present.
+	_ "time/tzdata"
 
 	"github.com/fedhost/fedhost/host/cli"
 )

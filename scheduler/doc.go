@@ -10,6 +10,8 @@
 //     window) at a given time: only active deployments are updated, each newest
 //     catalog revision is submitted at most once per deployment, and a window is
 //     read in the deployment's own time zone, across midnight and DST changes.
+//   - ParseCron is the one parser of cron schedules (backups, periodic jobs, their
+//     configuration): UTC, or the zone of a CRON_TZ= prefix; it never panics.
 //
 // What runs the decisions is the host's: host/queue runs the scheduler's tick and the
 // retention job as River periodic jobs on robfig/cron schedules, queued by River's

@@ -3,6 +3,7 @@ package ui
 import (
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/store"
 )
 
@@ -20,7 +21,7 @@ func (u *UI) build(c *fiber.Ctx, s *session) error {
 	if err != nil {
 		return err
 	}
-	d, err := u.ownDeployment(s, b.DeploymentID, "build.read")
+	d, err := u.ownDeploymentFor(s, b.DeploymentID, audit.Event{Action: "build.read", BuildID: b.ID})
 	if err != nil {
 		return err
 	}

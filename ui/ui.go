@@ -192,7 +192,15 @@ const passwordPath = "/account/password"
 func (u *UI) superuser(action string, h handler) handler {
 	return func(c *fiber.Ctx, s *session) error {
 		if !s.Superuser {
-			if err := u.record(s.ctx, audit.Event{Action: action, Result: audit.ResultDenied, Reason: "superuser"}); err != nil {
+			e := audit.Event{Action: action, Result: audit.ResultDenied, Reason: "superuser"}
+			if id := c.Params("id"); id != "" && strings.HasPrefix(c.Route().Path, "/admin/jobs/") {
+				// A job is a build: the refusal names it, and its deployment when it exists.
+				e.BuildID = id
+				if b, err := u.d.Store.GetBuild(s.ctx, id); err == nil {
+					e.DeploymentID = b.DeploymentID
+				}
+			}
+			if err := u.record(s.ctx, e); err != nil {
 				return err
 			}
 			return u.refusal(c, s, fiber.StatusForbidden, "Forbidden", "Only superusers may open the administration pages.")
@@ -215,12 +223,19 @@ var errDenied = errors.New("this deployment belongs to another operator")
 // ownDeployment returns deployment id if s may see and change it; a refusal is recorded
 // as action.
 func (u *UI) ownDeployment(s *session, id, action string) (store.Deployment, error) {
+	return u.ownDeploymentFor(s, id, audit.Event{Action: action})
+}
+
+// ownDeploymentFor is ownDeployment with the refusal's event given, such as one that
+// names the build asked for.
+func (u *UI) ownDeploymentFor(s *session, id string, refusal audit.Event) (store.Deployment, error) {
 	d, err := u.d.Engine.Deployment(s.ctx, id)
 	if err != nil {
 		return d, err
 	}
 	if d.Owner != s.ID && !s.Superuser {
-		err := u.record(s.ctx, audit.Event{Action: action, DeploymentID: d.ID, Result: audit.ResultDenied, Reason: "owner"})
+		refusal.DeploymentID, refusal.Result, refusal.Reason = d.ID, audit.ResultDenied, "owner"
+		err := u.record(s.ctx, refusal)
 		return store.Deployment{}, errors.Join(errDenied, err)
 	}
 	return d, nil

@@ -419,6 +419,7 @@ func TestBuildPageShowsProgressStateAndLog(t *testing.T) {
 
 	res, _ = b.as(t, "bob").get(t, "/builds/"+build.ID)
 	require.Equal(t, http.StatusForbidden, res.StatusCode)
+	require.True(t, b.hasBuildRefusal(t, "build.read", "bob", d.ID, build.ID), "the refusal names the build and its deployment")
 
 	res, js := b.do(t, httptest.NewRequest(http.MethodGet, "/static/build.js", nil))
 	require.Equal(t, http.StatusOK, res.StatusCode)
@@ -480,6 +481,22 @@ func TestJobsListsBuildsOfEveryDeployment(t *testing.T) {
 	_, body := b.as(t, "root").get(t, "/admin/jobs")
 	require.Contains(t, body, `href="/builds/`+build.ID+`"`)
 	require.Contains(t, body, `action="/admin/jobs/`+build.ID+`/cancel"`, "a queued build can be canceled")
+
+	res, _ := b.as(t, "bob").post(t, "/admin/jobs/"+build.ID+"/cancel", url.Values{})
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
+	require.True(t, b.hasBuildRefusal(t, "build.cancel", "bob", d.ID, build.ID), "the refusal names the build and its deployment")
+}
+
+// hasBuildRefusal reports whether user's refused action on build (of deployment) is in
+// the audit trail under both ids.
+func (b *bundle) hasBuildRefusal(t *testing.T, action, user, deployment, build string) bool {
+	t.Helper()
+	for _, e := range b.events(t) {
+		if e.Action == action && e.Result == string(audit.ResultDenied) && e.Actor == b.users[user].ID && e.DeploymentID == deployment && e.BuildID == build {
+			return true
+		}
+	}
+	return false
 }
 
 func TestAccountCreatesTokenAndShowsOwnActivity(t *testing.T) {

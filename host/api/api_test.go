@@ -273,3 +273,52 @@ func TestCreateRefusesABadOrTakenNamespace(t *testing.T) {
 	require.Equal(t, http.StatusConflict, status)
 	require.Equal(t, "conflict", errorCode(t, body))
 }
+
+// Refused calls on a build are audited under the build's id as build_id and its
+// deployment's as deployment_id, never the build id as a deployment's.
+func TestRefusedBuildCallsAreAuditedUnderTheBuild(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	alice, bob := b.user(t, "alice", false), b.user(t, "bob", false)
+	status, body := b.do(t, alice, "POST", "/api/v1/deployments", `{"namespace":"alice"}`)
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+	var d api.Deployment
+	require.NoError(t, json.Unmarshal(body, &d))
+	build, err := b.st.CreateBuild(ctx, d.ID)
+	require.NoError(t, err)
+
+	calls := []struct {
+		who          client
+		method, path string
+		status       int
+	}{
+		{bob, "GET", "/api/v1/builds/" + build.ID, http.StatusForbidden},
+		{bob, "GET", "/api/v1/builds/" + build.ID + "/events", http.StatusForbidden},
+		{bob, "POST", "/api/v1/jobs/" + build.ID + "/cancel", http.StatusForbidden},
+		{client{}, "GET", "/api/v1/builds/" + build.ID, http.StatusUnauthorized},
+	}
+	for _, call := range calls {
+		status, _ := b.do(t, call.who, call.method, call.path, "")
+		require.Equal(t, call.status, status, "%s %s", call.method, call.path)
+	}
+	status, _ = b.do(t, bob, "POST", "/api/v1/jobs/no-such-build/cancel", "")
+	require.Equal(t, http.StatusForbidden, status)
+
+	events, err := b.st.AuditEvents(ctx, 0, 1000)
+	require.NoError(t, err)
+	var refused []store.AuditEvent
+	for _, e := range events {
+		if e.Result == "denied" && (e.BuildID != "" || e.DeploymentID == build.ID) {
+			refused = append(refused, e)
+		}
+	}
+	require.Len(t, refused, len(calls)+1, "every refusal names the build: %+v", events)
+	for _, e := range refused[:len(calls)] {
+		require.Equal(t, build.ID, e.BuildID, "%s", e.Action)
+		require.Equal(t, d.ID, e.DeploymentID, "%s: the build's deployment", e.Action)
+	}
+	last := refused[len(calls)]
+	require.Equal(t, "no-such-build", last.BuildID)
+	require.Empty(t, last.DeploymentID, "a build that does not exist has no deployment")
+}

@@ -183,7 +183,8 @@ func (h *handlers) authorize(c *fiber.Ctx, rule Access, action string) error {
 		if act == "" {
 			act = strings.ToLower(c.Method()) + " " + c.Route().Path
 		}
-		h.record(c, audit.Event{Action: act, Result: audit.ResultDenied, Reason: reason, DeploymentID: c.Params("id")})
+		deploymentID, buildID := h.subjectOf(c)
+		h.record(c, audit.Event{Action: act, Result: audit.ResultDenied, Reason: reason, DeploymentID: deploymentID, BuildID: buildID})
 		return &denied{status: status, code: code, message: message}
 	}
 	cl, ok := callerOf(c)
@@ -220,6 +221,30 @@ func (h *handlers) authorize(c *fiber.Ctx, rule Access, action string) error {
 	return nil
 }
 
+// buildRoute reports whether the :id of a route is a build's (builds, their events, and
+// the jobs, which are builds), not a deployment's.
+func buildRoute(c *fiber.Ctx) bool {
+	path := strings.TrimPrefix(c.Route().Path, "/api/v1")
+	return strings.HasPrefix(path, "/builds/") || strings.HasPrefix(path, "/jobs/")
+}
+
+// subjectOf names, for the audit trail, the deployment and build the route's :id is: on a
+// build route the build, and its deployment when the build exists.
+func (h *handlers) subjectOf(c *fiber.Ctx) (deploymentID, buildID string) {
+	id := c.Params("id")
+	if !buildRoute(c) {
+		return id, ""
+	}
+	if id == "" {
+		return "", ""
+	}
+	b, err := h.d.Store.GetBuild(c.UserContext(), id)
+	if err != nil {
+		return "", id
+	}
+	return b.DeploymentID, id
+}
+
 // ownerOf finds the owner of the deployment, build or API token a route names.
 func (h *handlers) ownerOf(c *fiber.Ctx) (string, error) {
 	ctx := c.UserContext()
@@ -231,7 +256,7 @@ func (h *handlers) ownerOf(c *fiber.Ctx) (string, error) {
 		return t.UserID, nil
 	}
 	id := c.Params("id")
-	if strings.HasPrefix(c.Route().Path, "/api/v1/builds/") || strings.HasPrefix(c.Route().Path, "/builds/") {
+	if buildRoute(c) {
 		b, err := h.d.Store.GetBuild(ctx, id)
 		if err != nil {
 			return "", err
@@ -266,7 +291,8 @@ func (h *handlers) log(_ *fiber.Ctx, what string, err error) {
 // recordResult records the outcome of a side-effecting call: the location of an error,
 // never a value.
 func (h *handlers) recordResult(c *fiber.Ctx, action string, err error) {
-	e := audit.Event{Action: action, Result: audit.ResultOK, DeploymentID: c.Params("id")}
+	deploymentID, buildID := h.subjectOf(c)
+	e := audit.Event{Action: action, Result: audit.ResultOK, DeploymentID: deploymentID, BuildID: buildID}
 	if id, ok := c.Locals("build").(string); ok {
 		e.BuildID = id
 	}
@@ -291,9 +317,6 @@ func (h *handlers) recordResult(c *fiber.Ctx, action string, err error) {
 		e.Result, e.Reason = audit.ResultInvalid, "not_found"
 	default:
 		e.Result, e.Reason = audit.ResultError, "internal"
-	}
-	if strings.HasPrefix(c.Route().Path, "/api/v1/builds/") || strings.HasPrefix(c.Route().Path, "/api/v1/jobs/") {
-		e.DeploymentID, e.BuildID = "", c.Params("id")
 	}
 	h.record(c, e)
 }

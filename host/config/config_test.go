@@ -534,3 +534,43 @@ backups "miniflux" {
 	require.ErrorContains(t, err, "backups.miniflux.keep_within")
 	require.ErrorContains(t, err, `"1y" is not a retention`)
 }
+
+// TestBackupScheduleTimeZones: robfig/cron panics on a zone prefix with nothing after it;
+// every such schedule, wherever it is set, is a config error naming the setting and its
+// source, and a zone with a schedule after it loads.
+func TestBackupScheduleTimeZones(t *testing.T) {
+	t.Parallel()
+	bad := []string{"CRON_TZ=Europe/Amsterdam", "CRON_TZ=", "TZ=UTC", "TZ=", "CRON_TZ= 0 3 * * *", "CRON_TZ=Nowhere/Atlantis 0 3 * * *"}
+	for _, spec := range bad {
+		t.Run("env "+spec, func(t *testing.T) {
+			_, err := config.Load("", env("FEDHOST_BACKUP_SCHEDULE="+spec), nil)
+			require.ErrorContains(t, err, "backup_schedule (env FEDHOST_BACKUP_SCHEDULE)")
+			require.ErrorContains(t, err, "is not a schedule")
+		})
+		t.Run("flag "+spec, func(t *testing.T) {
+			_, err := config.Load("", nil, flags(t, "--backup-schedule="+spec))
+			require.ErrorContains(t, err, "backup_schedule (flag --backup-schedule)")
+		})
+		t.Run("file "+spec, func(t *testing.T) {
+			path := writeFile(t, "backup_schedule = \""+spec+"\"\n")
+			_, err := config.Load(path, nil, nil)
+			require.ErrorContains(t, err, "backup_schedule ("+path+":1")
+		})
+		t.Run("block "+spec, func(t *testing.T) {
+			path := writeFile(t, "backups \"miniflux\" {\n  keep_within = \"7d\"\n  schedule = \""+spec+"\"\n}\n")
+			_, err := config.Load(path, nil, nil)
+			require.ErrorContains(t, err, "backups.miniflux.schedule ("+path+":3")
+			require.ErrorContains(t, err, "is not a schedule")
+		})
+	}
+
+	c, err := config.Load("", env("FEDHOST_BACKUP_SCHEDULE=CRON_TZ=Europe/Amsterdam 0 3 * * *"), nil)
+	require.NoError(t, err)
+	s, _ := c.BackupPolicy("miniflux")
+	require.Equal(t, "CRON_TZ=Europe/Amsterdam 0 3 * * *", s)
+	path := writeFile(t, "backups \"miniflux\" {\n  schedule = \"TZ=America/New_York 30 6 * * *\"\n}\n")
+	c, err = config.Load(path, nil, nil)
+	require.NoError(t, err)
+	s, _ = c.BackupPolicy("miniflux")
+	require.Equal(t, "TZ=America/New_York 30 6 * * *", s)
+}

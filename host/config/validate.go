@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/robfig/cron/v3"
+	"github.com/fedhost/fedhost/scheduler"
 )
 
 var (
@@ -107,8 +107,8 @@ func KeepWithin(s string) (time.Duration, error) {
 func validateBackups(prefix, schedule, keep string, bad func(name, format string, args ...any)) {
 	scheduleName, keepName := prefix+"schedule", prefix+"keep_within"
 	if schedule != "" {
-		if _, err := cron.ParseStandard(schedule); err != nil {
-			bad(scheduleName, "%q is not a schedule (%v); use five cron fields such as \"30 3 * * *\", or @daily, @hourly, @every 12h", schedule, err)
+		if _, err := scheduler.ParseCron(schedule); err != nil {
+			bad(scheduleName, "%q is not a schedule: %v", schedule, err)
 		}
 	} else if prefix == "backup_" {
 		bad(scheduleName, "is empty; set when apps are backed up, such as @daily")

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/scheduler"
 	"github.com/fedhost/fedhost/sdk/contract"
 )
 
@@ -58,7 +59,7 @@ func (e *Engine) backupPolicy(app string) (BackupPolicy, cron.Schedule, error) {
 	if e.opts.BackupPolicy != nil {
 		p = e.opts.BackupPolicy(app)
 	}
-	s, err := cron.ParseStandard(p.Schedule)
+	s, err := scheduler.ParseCron(p.Schedule)
 	if err != nil {
 		return p, nil, fmt.Errorf("backup schedule of %s: %q: %w", app, p.Schedule, err)
 	}

@@ -19,13 +19,19 @@ import (
 // bucket.
 func newBackupEngine(t *testing.T, clock *time.Time) (*Engine, store.Deployment) {
 	t.Helper()
+	return newBackupEngineOn(t, clock, "30 3 * * *")
+}
+
+// newBackupEngineOn is newBackupEngine with the backup schedule given.
+func newBackupEngineOn(t *testing.T, clock *time.Time, schedule string) (*Engine, store.Deployment) {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Config{Database: "sqlite", DataDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	e := New(Options{Store: st, Clock: func() time.Time { return *clock },
 		BackupPolicy: func(string) BackupPolicy {
-			return BackupPolicy{Schedule: "30 3 * * *", KeepWithin: 30 * 24 * time.Hour}
+			return BackupPolicy{Schedule: schedule, KeepWithin: 30 * 24 * time.Hour}
 		}})
 	q, err := queue.New(st, queue.Config{Builder: queue.BuilderFunc(func(context.Context, string, func(string, string)) error { return nil })})
 	require.NoError(t, err)
@@ -104,6 +110,27 @@ func TestBackupScheduleFollowsTheRecordsAndTheClock(t *testing.T) {
 	require.Zero(t, s.Failures)
 	require.Empty(t, s.LastError)
 	require.Equal(t, "abcd1234", s.LastSnapshot)
+}
+
+// A schedule with CRON_TZ= is read in its zone: 03:00 in Amsterdam on the night the
+// clocks go forward is 01:00 UTC (not 03:00 UTC, nor 02:00 as in winter).
+func TestBackupScheduleInATimeZone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 3, 28, 12, 0, 0, 0, time.UTC)
+	e, d := newBackupEngineOn(t, &now, "CRON_TZ=Europe/Amsterdam 0 3 * * *")
+	_, err := e.RunBackups(ctx, now)
+	require.NoError(t, err)
+	statuses, err := e.BackupStatuses(ctx, d)
+	require.NoError(t, err)
+	require.True(t, statuses[0].NextAt.Equal(time.Date(2026, 3, 29, 1, 0, 0, 0, time.UTC)), "next at %s", statuses[0].NextAt)
+
+	queued, err := e.RunBackups(ctx, time.Date(2026, 3, 29, 0, 59, 0, 0, time.UTC))
+	require.NoError(t, err)
+	require.Empty(t, queued, "not before 03:00 in Amsterdam")
+	queued, err = e.RunBackups(ctx, time.Date(2026, 3, 29, 1, 1, 0, 0, time.UTC))
+	require.NoError(t, err)
+	require.Len(t, queued, 1, "at 03:00 in Amsterdam, 01:00 UTC that night")
 }
 
 // queued0 returns the newest build of d.

@@ -193,11 +193,14 @@ func (h *host) adminToken() string {
 }
 
 // stop ends serve gracefully.
-func (h *host) stop() {
+func (h *host) stop() { h.stopWith(syscall.SIGTERM) }
+
+// stopWith ends serve with sig, SIGINT (Ctrl-C) or SIGTERM, and waits for it to exit.
+func (h *host) stopWith(sig syscall.Signal) {
 	if h.cmd == nil || h.cmd.Process == nil {
 		return
 	}
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
+	_ = h.cmd.Process.Signal(sig)
 	select {
 	case <-h.exited:
 	case <-time.After(60 * time.Second):
@@ -216,8 +219,8 @@ func (h *host) kill() {
 	h.cmd = nil
 }
 
-// killNodes stops the app processes the local provider left running (they outlive the
-// host by design).
+// killNodes stops the app processes the local provider left running (they outlive a host
+// that is killed; a clean stop ends them).
 func killNodes(dataDir string) {
 	states, _ := filepath.Glob(filepath.Join(dataDir, "plugins", "local", "nodes", "*", "*", "state.json"))
 	for _, s := range states {

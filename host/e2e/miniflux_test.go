@@ -27,6 +27,17 @@ func (h *host) nodePID(namespace, node string) int {
 	return st.PID
 }
 
+// nodeSpecHash reads the hash of the effective spec the local provider recorded for a
+// node: it changes with anything a build changes in the node.
+func (h *host) nodeSpecHash(namespace, node string) string {
+	var st struct {
+		Hash string `json:"hash"`
+	}
+	require.NoError(h.t, json.Unmarshal([]byte(h.nodeFile(namespace, node, "state.json")), &st))
+	require.NotEmpty(h.t, st.Hash)
+	return st.Hash
+}
+
 func environ(t *testing.T, pid int) map[string]string {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
 	require.NoError(t, err)

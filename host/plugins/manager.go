@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/client"
+	"github.com/fedhost/fedhost/sdk/contract"
 )
 
 // State is the life state of a supervised plugin.
@@ -130,13 +132,23 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop ends supervision and kills every plugin. It is safe to call twice.
+// Stop ends supervision and stops every plugin: the instance providers first, whose
+// nodes stop with them, then the others, whose managed servers those nodes used. It is
+// safe to call twice.
 func (m *Manager) Stop() {
 	if m.cancel != nil {
 		m.cancel()
 	}
 	m.wg.Wait()
+	var first, then []*Plugin
 	for _, p := range m.plugins {
+		if p.servesInstances() {
+			first = append(first, p)
+		} else {
+			then = append(then, p)
+		}
+	}
+	for _, p := range append(first, then...) {
 		p.mu.Lock()
 		if p.client != nil {
 			p.client.Kill()
@@ -145,6 +157,13 @@ func (m *Manager) Stop() {
 		p.state = StateStopped
 		p.mu.Unlock()
 	}
+}
+
+// servesInstances reports whether p runs nodes (serves the instance resource type).
+func (p *Plugin) servesInstances() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Contains(p.desc.Serves, contract.Instance)
 }
 
 // Plugins returns the supervised plugins in directory order.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,8 +30,8 @@ var (
 	buildErr  error
 )
 
-// echoBinaries builds the echo test plugin once: fedhost-resource-echo (1.0.0) and
-// fedhost-resource-echo_1.1.0.
+// echoBinaries builds the echo test plugin once: fedhost-resource-echo (1.0.0),
+// fedhost-resource-echo_1.1.0, and fedhost-resource-nodes, which serves instance.
 func echoBinaries(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -38,8 +39,12 @@ func echoBinaries(t *testing.T) string {
 		if buildErr != nil {
 			return
 		}
-		for file, version := range map[string]string{"fedhost-resource-echo": "1.0.0", "fedhost-resource-echo_1.1.0": "1.1.0"} {
-			out, err := exec.Command("go", "build", "-ldflags", "-X main.version="+version,
+		for file, ldflags := range map[string]string{
+			"fedhost-resource-echo":       "-X main.version=1.0.0",
+			"fedhost-resource-echo_1.1.0": "-X main.version=1.1.0",
+			"fedhost-resource-nodes":      "-X main.name=nodes -X main.serves=instance",
+		} {
+			out, err := exec.Command("go", "build", "-ldflags", ldflags,
 				"-o", filepath.Join(builtDir, file), "./testdata/echo").CombinedOutput()
 			if err != nil {
 				buildErr = fmt.Errorf("go build: %v\n%s", err, out)
@@ -232,4 +237,25 @@ func TestPluginRejectsSettingsThatBreakItsSchema(t *testing.T) {
 	require.Equal(t, sdk.CodeInvalid, sdk.CodeOf(err))
 	require.Equal(t, "settings/greeting", sdk.FieldOf(err))
 	require.NotContains(t, err.Error(), "90417263", "errors never echo a settings value")
+}
+
+// Stop stops the instance providers first, so that no node outlives the managed servers
+// of the other providers: "nodes" stops before "echo", which comes first in the directory.
+func TestManagerStopsInstanceProvidersFirst(t *testing.T) {
+	t.Parallel()
+	dir := pluginDir(t, "fedhost-resource-echo", "fedhost-resource-nodes")
+	lockAll(t, dir)
+	dataDir := t.TempDir()
+	m, err := plugins.New(plugins.Options{Dir: dir, DataDir: dataDir})
+	require.NoError(t, err)
+	require.NoError(t, m.Start(context.Background()))
+	m.Stop()
+	stopped := func(name string) int64 {
+		b, err := os.ReadFile(filepath.Join(dataDir, "plugins", name, "stopped"))
+		require.NoError(t, err, "%s did not stop gracefully", name)
+		n, err := strconv.ParseInt(string(b), 10, 64)
+		require.NoError(t, err)
+		return n
+	}
+	require.Less(t, stopped("nodes"), stopped("echo"), "the instance provider stopped after another")
 }

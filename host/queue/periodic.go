@@ -8,7 +8,8 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
-	"github.com/robfig/cron/v3"
+
+	"github.com/fedhost/fedhost/scheduler"
 )
 
 // Periodic is work the queue runs on a schedule, such as the scheduler's tick. Only the
@@ -22,8 +23,8 @@ import (
 type Periodic struct {
 	// ID names the job, unique among the queue's periodic jobs, e.g. "scheduler-tick".
 	ID string
-	// Schedule is a cron spec (five fields, or @every 1m, @daily, ...), parsed by
-	// robfig/cron.
+	// Schedule is a cron spec (five fields, or @every 1m, @daily, ...; CRON_TZ=<zone>
+	// first for a time zone), parsed by scheduler.ParseCron.
 	Schedule string
 	// Run does the work at now, the time the job started.
 	Run func(ctx context.Context, now time.Time) error
@@ -91,7 +92,7 @@ func periodicJobs(jobs []Periodic) (map[string]Periodic, []*river.PeriodicJob, e
 		if _, dup := byID[p.ID]; dup {
 			return nil, nil, fmt.Errorf("queue: two periodic jobs are called %q", p.ID)
 		}
-		schedule, err := cron.ParseStandard(p.Schedule)
+		schedule, err := scheduler.ParseCron(p.Schedule)
 		if err != nil {
 			return nil, nil, fmt.Errorf("queue: periodic job %s: schedule %q: %v (use five cron fields, or @every 1m, @daily)", p.ID, p.Schedule, err)
 		}

@@ -56,7 +56,8 @@ type ResourceCase struct {
 // binary at path: provisioning twice gives the same result; the result follows the
 // type's contract; an invalid request is refused naming its field; tenants cannot reach
 // each other's objects; deprovision removes, and keeps the data when told to; and no
-// secret value appears in the plugin's logs.
+// secret value appears in the plugin's logs. Before it returns it deprovisions what it
+// made, and fails the test if that fails, so a run leaves nothing on the server.
 func Resource(t *testing.T, path string, c ResourceCase) {
 	t.Helper()
 	Plugin(t, path)
@@ -65,14 +66,23 @@ func Resource(t *testing.T, path string, c ResourceCase) {
 	defer cancel()
 	logs := &lockedBuffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace, JSONFormat: true})
-	p, err := client.Start(ctx, path, client.WithLogger(logger), client.WithEnv(sdk.DataDirEnv+"="+t.TempDir()))
+	dataDir := t.TempDir()
+	start := func(ctx context.Context) (*client.Plugin, error) {
+		p, err := client.Start(ctx, path, client.WithLogger(logger), client.WithEnv(sdk.DataDirEnv+"="+dataDir))
+		if err != nil {
+			return nil, fmt.Errorf("start: %w", err)
+		}
+		if err := p.Configure(ctx, c.Settings); err != nil {
+			p.Kill()
+			return nil, fmt.Errorf("configure: %w", err)
+		}
+		return p, nil
+	}
+	p, err := start(ctx)
 	if err != nil {
-		t.Fatalf("start: %v", err)
+		t.Fatal(err)
 	}
-	defer p.Kill()
-	if err := p.Configure(ctx, c.Settings); err != nil {
-		t.Fatalf("configure: %v", err)
-	}
+	defer func() { p.Kill() }()
 	rc := p.Resource()
 	if rc == nil {
 		t.Fatalf("%s is a %s plugin, not a resource provider", path, p.Description().Kind)
@@ -113,13 +123,35 @@ func Resource(t *testing.T, path string, c ResourceCase) {
 		return ok
 	}
 
+	// cleanUp removes both tenants' objects through a live plugin, a new one on the same
+	// settings and data dir if the first has died, and fails the test if it cannot: a run
+	// must leave the provider's server as it found it.
+	cleaned := false
+	cleanUp := func() {
+		if cleaned {
+			return
+		}
+		cleaned = true
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if p.Exited() {
+			again, err := start(ctx)
+			if err != nil {
+				t.Errorf("cleanup: the plugin died and a new one did not start, so the objects of %s/main and %s/main are left on the server: %v", tenantA, tenantB, err)
+				return
+			}
+			p, rc = again, again.Resource()
+		}
+		for _, tenant := range []string{tenantA, tenantB} {
+			err := rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: tenant, Instance: "main", Type: c.Type, Spec: c.Request})
+			if err != nil {
+				t.Errorf("cleanup: deprovision %s/main failed, so its objects are left on the server: %v", tenant, err)
+			}
+		}
+	}
+	defer cleanUp()
+
 	a := provision(t, tenantA, nil)
-	t.Cleanup(func() {
-		_ = rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: tenantA, Instance: "main", Type: c.Type, Spec: c.Request})
-	})
-	t.Cleanup(func() {
-		_ = rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: tenantB, Instance: "main", Type: c.Type, Spec: c.Request})
-	})
 
 	t.Run("result_follows_contract", func(t *testing.T) {
 		if !contract.Known(c.Type) {
@@ -218,6 +250,7 @@ func Resource(t *testing.T, path string, c ResourceCase) {
 		}
 	})
 
+	cleanUp()
 	t.Run("no_secret_in_logs", func(t *testing.T) {
 		p.Kill()
 		text := logs.String()

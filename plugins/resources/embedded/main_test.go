@@ -46,8 +46,17 @@ func dirSettings(tb testing.TB) json.RawMessage {
 }
 
 func TestConformance(t *testing.T) {
-	settings := dirSettings(t)
-	conformance.Resource(t, binary, secrettest.Case(t, binary, settings))
+	dir := t.TempDir()
+	raw, err := json.Marshal(settings{Dir: dir})
+	require.NoError(t, err)
+	conformance.Resource(t, binary, secrettest.Case(t, binary, raw))
+	left, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var names []string
+	for _, e := range left {
+		names = append(names, e.Name())
+	}
+	require.Equal(t, []string{keyFileName}, names, "the kit leaves only the key in the store after a run")
 }
 
 func TestConfigureWithoutDirectoryIsRefused(t *testing.T) {

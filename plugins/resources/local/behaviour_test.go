@@ -172,6 +172,36 @@ func TestNodeOutlivesThePluginAndIsAdopted(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
+// A graceful stop of the plugin, as a clean stop of the host does, ends its nodes within
+// the 2 s go-plugin gives it, and keeps their state: the next run restarts them on their
+// ports without a new provision.
+func TestCleanStopEndsNodesAndTheNextRunRestartsThem(t *testing.T) {
+	t.Parallel()
+	dataDir := t.TempDir()
+	first := setup(t, dataDir, "")
+	addr := first.provision(t, "acme", nodeSpec(nil)).Addresses["http"]
+	pid := pidOf(t, addr)
+
+	stopped := time.Now()
+	first.plugin.Kill()
+	require.True(t, first.plugin.Exited())
+	require.Less(t, time.Since(stopped), 2*time.Second, "the plugin was killed, not stopped, by its host")
+	require.Error(t, syscall.Kill(pid, 0), "the node outlived a clean stop of the plugin")
+	_, err := get(addr, "/healthz")
+	require.Error(t, err)
+	_, err = os.Stat(filepath.Join(first.workdir("acme"), "state.json"))
+	require.NoError(t, err, "the node's state is kept for the next run")
+
+	second := setup(t, dataDir, "")
+	eventually(t, 10*time.Second, "the next run restarted the node on its port", func() bool {
+		s, err := get(addr, "/pid")
+		return err == nil && s != fmt.Sprint(pid)
+	})
+	st, err := second.rc.Status(context.Background(), resource.Request{Tenant: "acme", Instance: "web", Type: contract.Instance})
+	require.NoError(t, err)
+	require.Contains(t, []string{"ready", "pending"}, st.State)
+}
+
 func TestUnhealthyStartFailsWithoutSecrets(t *testing.T) {
 	t.Parallel()
 	b := setup(t, t.TempDir(), "")

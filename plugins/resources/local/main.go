@@ -45,11 +45,15 @@ func main() {
 	if len(os.Args) > 1 && os.Args[1] == launchArg {
 		launch(os.Args[2:])
 	}
+	p := newProvider()
 	resource.Serve(sdk.Description{
 		Name:           "local",
 		Version:        "0.1.0",
 		Summary:        "Runs instances as supervised local processes with their own working dir, loopback ports and health checks",
 		Serves:         []string{contract.Instance},
 		SettingsSchema: json.RawMessage(settingsSchema),
-	}, newProvider())
+	}, p)
+	// Serve returns when the host stops the plugin gracefully (a clean stop of fedhost):
+	// the nodes stop with it, as the managed servers they use stop with their plugins.
+	p.shutdown()
 }

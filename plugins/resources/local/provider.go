@@ -190,6 +190,38 @@ func (p *provider) apply(n *node, cfg settings, pl plan, hash string, old plan, 
 	return nil
 }
 
+// shutdown stops every node this run of the plugin supervises, all at once, and keeps
+// their state: the host stopping cleanly stops its apps with it (before the managed
+// servers they use), and the next run of the plugin restarts them from that state. A
+// plugin that dies instead (a crash, SIGKILL) leaves its nodes running, to be adopted.
+func (p *provider) shutdown() {
+	p.mu.Lock()
+	nodes := make([]*node, 0, len(p.nodes))
+	for _, n := range p.nodes {
+		nodes = append(nodes, n)
+	}
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	stopped := 0
+	for _, n := range nodes {
+		n.mu.Lock()
+		sup := n.sup
+		n.sup = nil
+		n.mu.Unlock()
+		if sup == nil {
+			continue
+		}
+		stopped++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sup.stopWithin(shutdownGrace)
+		}()
+	}
+	wg.Wait()
+	p.log.Info("nodes stopped with the plugin; the next run restarts them", "nodes", stopped)
+}
+
 // supervise starts n's supervisor on its recorded plan; adopted is a running process.
 func (p *provider) supervise(n *node, cfg settings, adopted *process) {
 	n.mu.Lock()

@@ -15,10 +15,14 @@ import (
 
 // Restart backoff: 1 s doubling to 1 min, back to 1 s after a run of a minute.
 const (
-	backoffMin    = time.Second
-	backoffMax    = time.Minute
-	backoffReset  = time.Minute
-	stopGrace     = 10 * time.Second
+	backoffMin   = time.Second
+	backoffMax   = time.Minute
+	backoffReset = time.Minute
+	stopGrace    = 10 * time.Second
+	// shutdownGrace is the SIGTERM-to-SIGKILL time of the nodes when the plugin stops:
+	// the host's go-plugin client kills a plugin that has not exited 2 s after it asked
+	// it to stop, and every node must be gone by then.
+	shutdownGrace = 1500 * time.Millisecond
 	rotateEvery   = time.Second
 	startingCheck = 100 * time.Millisecond
 )
@@ -38,6 +42,8 @@ type supervisor struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{}
+	// grace is the SIGTERM-to-SIGKILL time of the stop; set before ctx is canceled.
+	grace time.Duration
 
 	mu       sync.Mutex
 	proc     *process // nil while none runs
@@ -63,7 +69,7 @@ func newSupervisor(name, workdir string, pl plan, cfg settings, log hclog.Logger
 	return &supervisor{
 		name: name, workdir: workdir, plan: pl, log: log.With("node", name),
 		logMax: cfg.LogMaxBytes, logKeep: cfg.LogKeep, started: started,
-		ctx: ctx, cancel: cancel, done: make(chan struct{}),
+		ctx: ctx, cancel: cancel, done: make(chan struct{}), grace: stopGrace,
 	}
 }
 
@@ -94,7 +100,10 @@ func (s *supervisor) run(adopted *process) {
 		s.started(proc)
 		select {
 		case <-s.ctx.Done():
-			proc.stop(stopGrace)
+			s.mu.Lock()
+			grace := s.grace
+			s.mu.Unlock()
+			proc.stop(grace)
 			s.setExited("stopped")
 			return
 		case <-proc.exited:
@@ -126,7 +135,13 @@ func (s *supervisor) sleep(d time.Duration) bool {
 }
 
 // stop ends supervision and the node's process, and waits for both.
-func (s *supervisor) stop() {
+func (s *supervisor) stop() { s.stopWithin(stopGrace) }
+
+// stopWithin is stop with the time the process gets between SIGTERM and SIGKILL.
+func (s *supervisor) stopWithin(grace time.Duration) {
+	s.mu.Lock()
+	s.grace = grace
+	s.mu.Unlock()
 	s.cancel()
 	<-s.done
 }

@@ -57,8 +57,9 @@ func server(tb testing.TB) (*kvtest.Server, json.RawMessage) {
 }
 
 func TestConformance(t *testing.T) {
-	_, settings := server(t)
+	srv, settings := server(t)
 	conformance.Resource(t, binary, secrettest.Case(t, binary, settings))
+	require.Empty(t, srv.Keys(), "the kit leaves nothing on the server after a run")
 }
 
 // baoClient is a real OpenBao API client of the test server with token.
@@ -95,7 +96,7 @@ func TestServerIsolatesTenants(t *testing.T) {
 		var re *bao.ResponseError
 		require.ErrorAs(t, err, &re, path)
 		require.Equal(t, 403, re.StatusCode, path)
-		require.Equal(t, []string{"permission denied"}, re.Errors)
+		require.Equal(t, []string{"1 error occurred:\n\t* permission denied\n\n"}, re.Errors, "a policy gap")
 	}
 	_, err = a.List(ctx, "fedhost")
 	require.Error(t, err, "tenant-a cannot list the tenants")
@@ -227,4 +228,89 @@ func BenchmarkDeprovision(b *testing.B) {
 		b.StartTimer()
 		require.NoError(b, rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: "bench", Instance: inst, Type: contract.Secret, Spec: spec}))
 	}
+}
+
+// provisionWith configures a new plugin process on settings and provisions one file.
+func provisionWith(t *testing.T, settings string) error {
+	t.Helper()
+	rc := secrettest.Start(t, binary, json.RawMessage(settings))
+	spec := json.RawMessage(`{"files":{"pw":{"generate":{"length":16}}}}`)
+	_, err := rc.Provision(context.Background(), resource.Request{Tenant: "acme", Instance: "web", Type: contract.Secret, Spec: spec})
+	return err
+}
+
+func TestUnreachableServerNamesAddress(t *testing.T) {
+	t.Parallel()
+	srv, _ := server(t)
+	srv.Close()
+	err := provisionWith(t, fmt.Sprintf(`{"address":%q,"token":%q}`, srv.URL, rootToken))
+	require.Equal(t, sdk.CodeUnavailable, sdk.CodeOf(err), "%v", err)
+	require.Equal(t, "settings/address", sdk.FieldOf(err))
+	require.ErrorContains(t, err, "check that settings/address is the server's URL")
+	require.NotContains(t, err.Error(), rootToken)
+}
+
+// TestBadTokenIsToldFromPolicyGap: OpenBao refuses both with 403 permission denied; the
+// provider must say which one it is, and what to do about it.
+func TestBadTokenIsToldFromPolicyGap(t *testing.T) {
+	t.Parallel()
+	const badToken = "does not accept the token"
+	const policyGap = "accepts the token, but its policy does not allow"
+	srv, _ := server(t)
+	settings := func(token string) string {
+		return fmt.Sprintf(`{"address":%q,"token":%q}`, srv.URL, token)
+	}
+
+	srv.AddToken("s.revoked-token", "")
+	srv.Revoke("s.revoked-token")
+	for _, token := range []string{"s.unknown-token", "s.revoked-token"} {
+		err := provisionWith(t, settings(token))
+		require.Equal(t, sdk.CodeInvalid, sdk.CodeOf(err), "%v", err)
+		require.Equal(t, "settings/token", sdk.FieldOf(err))
+		require.ErrorContains(t, err, badToken)
+		require.ErrorContains(t, err, "set settings/token to a valid token")
+		require.NotContains(t, err.Error(), policyGap)
+		require.NotContains(t, err.Error(), token)
+	}
+
+	srv.Grant("s.read-only", "fedhost/", kvtest.Read, kvtest.List)
+	err := provisionWith(t, settings("s.read-only"))
+	require.Equal(t, sdk.CodeInvalid, sdk.CodeOf(err), "%v", err)
+	require.Equal(t, "settings/token", sdk.FieldOf(err))
+	require.ErrorContains(t, err, policyGap+" create and update on secret/data/fedhost/acme/web/pw")
+	require.ErrorContains(t, err, "give the token's policy create, read, update, delete and list on secret/data/fedhost/* and secret/metadata/fedhost/*")
+	require.NotContains(t, err.Error(), badToken)
+
+	file := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(file, []byte("s.read-only\n"), 0o600))
+	err = provisionWith(t, fmt.Sprintf(`{"address":%q,"token_file":%q}`, srv.URL, file))
+	require.Equal(t, "settings/token_file", sdk.FieldOf(err), "the error blames the setting the token came from: %v", err)
+	require.ErrorContains(t, err, policyGap)
+
+	vault := kvtest.New("secret", nil)
+	t.Cleanup(vault.Close)
+	vault.AnswerLikeVault()
+	err = provisionWith(t, fmt.Sprintf(`{"address":%q,"token":"s.unknown-token"}`, vault.URL))
+	require.Equal(t, "settings/token", sdk.FieldOf(err), "%v", err)
+	require.ErrorContains(t, err, badToken, "Vault's \"invalid token\" is a bad token")
+}
+
+// TestConformanceFailsWhenCleanupFails runs the kit in a child test process against a
+// server that lets the token do everything but delete tenant A's entries, which only the
+// kit's cleanup does: the child must fail, naming the cleanup.
+func TestConformanceFailsWhenCleanupFails(t *testing.T) {
+	if os.Getenv("FEDHOST_KIT_CLEANUP_CHILD") == "1" {
+		srv, settings := server(t)
+		srv.Grant(rootToken, "fedhost/conf-a", kvtest.Create, kvtest.Read, kvtest.Update, kvtest.List)
+		conformance.Resource(t, binary, secrettest.Case(t, binary, settings))
+		return
+	}
+	t.Parallel()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestConformanceFailsWhenCleanupFails$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "FEDHOST_KIT_CLEANUP_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	require.Error(t, err, "the kit passed although its cleanup failed:\n%s", out)
+	require.Contains(t, string(out), "cleanup: deprovision conf-a")
+	require.Contains(t, string(out), "failed, so its objects are left on the server")
+	require.Contains(t, string(out), "does not allow delete on secret/metadata/fedhost/conf-a")
 }

@@ -45,8 +45,9 @@ func (p *provider) Configure(_ context.Context, raw json.RawMessage) error {
 	if s.Token != "" && s.TokenFile != "" {
 		return sdk.Invalid("settings/token_file", "set token or token_file, not both")
 	}
-	token := s.Token
+	token, tokenField := s.Token, "settings/token"
 	if s.TokenFile != "" {
+		tokenField = "settings/token_file"
 		b, err := os.ReadFile(s.TokenFile)
 		if err != nil {
 			return sdk.Invalid("settings/token_file", "reading the OpenBao token file: %v", err)
@@ -56,7 +57,7 @@ func (p *provider) Configure(_ context.Context, raw json.RawMessage) error {
 	if token == "" {
 		return sdk.Invalid("settings/token", "no OpenBao token: set token or token_file (a file that is not empty)")
 	}
-	k, err := newKV(s.Address, s.Mount, s.Prefix, token)
+	k, err := newKV(s.Address, s.Mount, s.Prefix, token, tokenField)
 	if err != nil {
 		return err
 	}

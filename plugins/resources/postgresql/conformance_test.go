@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fedhost/fedhost/sdk/conformance"
 )
 
@@ -22,6 +24,25 @@ func TestConformanceShared(t *testing.T) {
 	bin := buildPlugin(t, t.TempDir())
 	c := checks{superDSN: func(context.Context) (string, error) { return srv.superDSN, nil }}
 	conformance.Resource(t, bin, c.resourceCase(map[string]any{"url": srv.adminDSN}))
+
+	// The kit cleaned up after itself: no role or database of its tenants is left.
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, srv.superDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var left []string
+	rows, err := conn.Query(ctx, "SELECT datname FROM pg_database WHERE datname LIKE 'conf-%' UNION ALL SELECT rolname FROM pg_roles WHERE rolname LIKE 'conf-%'")
+	if err == nil {
+		left, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("the kit left roles and databases on the server: %v", left)
+	}
 }
 
 // TestConformanceManaged runs the kit against the plugin's own cluster, in the data dir

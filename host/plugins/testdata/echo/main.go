@@ -1,10 +1,15 @@
 // Command echo is a resource provider for the plugin manager's tests: Provision returns
-// the request's spec, and Configure logs through hclog so the test sees the re-emission.
+// the request's spec, Configure logs through hclog so the test sees the re-emission, and
+// a graceful stop writes the time into the plugin's data dir, for the stop order.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -12,7 +17,12 @@ import (
 	"github.com/fedhost/fedhost/sdk/resource"
 )
 
-var version = "1.0.0"
+// Set with -ldflags -X: the plugin's version, name and the one type it serves.
+var (
+	version = "1.0.0"
+	name    = "echo"
+	serves  = "echo"
+)
 
 type echo struct{}
 
@@ -29,10 +39,13 @@ func (echo) Deprovision(context.Context, resource.DeprovisionRequest) error { re
 
 func main() {
 	resource.Serve(sdk.Description{
-		Name:           "echo",
+		Name:           name,
 		Version:        version,
 		Summary:        "Echoes requests, for tests",
-		Serves:         []string{"echo"},
+		Serves:         []string{serves},
 		SettingsSchema: json.RawMessage(`{"type":"object","properties":{"greeting":{"type":"string"}},"additionalProperties":false}`),
 	}, echo{})
+	if dir := sdk.DataDir(); dir != "" {
+		_ = os.WriteFile(filepath.Join(dir, "stopped"), []byte(strconv.FormatInt(time.Now().UnixNano(), 10)), 0o600)
+	}
 }

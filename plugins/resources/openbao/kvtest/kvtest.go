@@ -8,12 +8,16 @@
 //   - GET /v1/<mount>/metadata/<path>: read the key's metadata and versions
 //   - LIST /v1/<mount>/metadata/<path> (or GET with ?list=true): list keys below a folder
 //   - DELETE /v1/<mount>/metadata/<path>: delete the key, all versions and metadata
+//   - GET /v1/auth/token/lookup-self: the token's own properties (the default policy)
 //
-// Requests carry a token in X-Vault-Token; each token may be scoped to a path prefix
-// within the mount, standing in for an ACL policy. A wrong token or a path outside the
-// token's prefix gets 403 {"errors":["permission denied"]}; a missing path gets 404
-// {"errors":[]}. Responses use the API's envelope. Like OpenBao, a key keeps at most 10
-// versions.
+// Requests carry a token in X-Vault-Token. Each token holds grants (a path prefix within
+// the mount and capabilities on it, the most specific prefix winning), standing in for
+// its ACL policies. OpenBao answers both refusals 403 but words them differently: a token
+// it does not know (wrong, expired, revoked) gets {"errors":["permission denied"]}, and a
+// known token its policies do not allow gets the multierror text
+// {"errors":["1 error occurred:\n\t* permission denied\n\n"]}; newer Vault releases add
+// "invalid token" to the first (AnswerLikeVault). A missing path gets 404 {"errors":[]}.
+// Responses use the API's envelope. Like OpenBao, a key keeps at most 10 versions.
 package kvtest
 
 import (
@@ -37,9 +41,32 @@ type Server struct {
 	mount string
 
 	mu     sync.Mutex
-	tokens map[string]string
+	tokens map[string][]grant
 	keys   map[string]*key
+	vault  bool
 }
+
+// grant is one rule of a token's policy: capabilities on the paths below prefix.
+type grant struct {
+	prefix       string
+	capabilities map[string]bool
+}
+
+// The capabilities of an ACL policy that the KV v2 paths use.
+const (
+	Create = "create"
+	Read   = "read"
+	Update = "update"
+	Delete = "delete"
+	List   = "list"
+)
+
+// The answers to a refused token, as OpenBao words them (see the package doc).
+const (
+	deniedUnknownToken = "permission denied"
+	deniedByPolicy     = "1 error occurred:\n\t* permission denied\n\n"
+	deniedVaultInvalid = "2 errors occurred:\n\t* permission denied\n\t* invalid token\n\n"
+)
 
 type key struct {
 	created  time.Time
@@ -55,21 +82,47 @@ type version struct {
 }
 
 // New starts a server with one KV v2 mount at mount (such as "secret"). tokens maps each
-// accepted token to the path prefix within the mount it may use ("" for all of it).
+// accepted token to the path prefix within the mount it may use with every capability
+// ("" for all of it).
 func New(mount string, tokens map[string]string) *Server {
-	s := &Server{mount: strings.Trim(mount, "/"), tokens: map[string]string{}, keys: map[string]*key{}}
+	s := &Server{mount: strings.Trim(mount, "/"), tokens: map[string][]grant{}, keys: map[string]*key{}}
 	for t, p := range tokens {
-		s.tokens[t] = p
+		s.AddToken(t, p)
 	}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
 }
 
-// AddToken accepts token for paths below prefix.
+// AddToken accepts token for paths below prefix, with every capability.
 func (s *Server) AddToken(token, prefix string) {
+	s.Grant(token, prefix, Create, Read, Update, Delete, List)
+}
+
+// Grant accepts token and gives it capabilities on the paths below prefix; where several
+// grants of a token match a path, the longest prefix decides, as in an ACL policy.
+func (s *Server) Grant(token, prefix string, capabilities ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.tokens[token] = prefix
+	g := grant{prefix: prefix, capabilities: map[string]bool{}}
+	for _, c := range capabilities {
+		g.capabilities[c] = true
+	}
+	s.tokens[token] = append(s.tokens[token], g)
+}
+
+// Revoke forgets token, as OpenBao forgets a token that expired or was revoked.
+func (s *Server) Revoke(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.tokens, token)
+}
+
+// AnswerLikeVault words the refusal of an unknown token as newer Vault releases do,
+// with "invalid token" beside "permission denied".
+func (s *Server) AnswerLikeVault() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.vault = true
 }
 
 // Keys lists every key path stored, sorted; for tests that look at the server's state.
@@ -85,19 +138,43 @@ func (s *Server) Keys() []string {
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	token := r.Header.Get("X-Vault-Token")
+	if r.URL.Path == "/v1/auth/token/lookup-self" && r.Method == http.MethodGet {
+		s.lookupSelf(w, token)
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/"+s.mount+"/")
 	if !ok {
 		writeErrors(w, http.StatusNotFound, fmt.Sprintf("no handler for route %q. route entry not found.", strings.TrimPrefix(r.URL.Path, "/v1/")))
 		return
 	}
 	kind, path, _ := strings.Cut(rest, "/")
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.allowed(r.Header.Get("X-Vault-Token"), path) {
-		writeErrors(w, http.StatusForbidden, "permission denied")
+	list := r.Method == "LIST" || (r.Method == http.MethodGet && r.URL.Query().Get("list") == "true")
+	var capability string
+	switch {
+	case kind == "data" && r.Method == http.MethodGet, kind == "metadata" && r.Method == http.MethodGet && !list:
+		capability = Read
+	case kind == "data" && (r.Method == http.MethodPost || r.Method == http.MethodPut):
+		// KV v2's existence check: a write to a key that exists is an update.
+		capability = Create
+		if s.keys[path] != nil {
+			capability = Update
+		}
+	case kind == "metadata" && list:
+		capability = List
+	case kind == "metadata" && r.Method == http.MethodDelete:
+		capability = Delete
+	}
+	if !s.known(token) {
+		s.deniedUnknown(w)
 		return
 	}
-	list := r.Method == "LIST" || (r.Method == http.MethodGet && r.URL.Query().Get("list") == "true")
+	if capability != "" && !s.allowed(token, path, capability) {
+		writeErrors(w, http.StatusForbidden, deniedByPolicy)
+		return
+	}
 	switch {
 	case kind == "data" && r.Method == http.MethodGet:
 		s.read(w, r, path)
@@ -117,13 +194,56 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// allowed stands in for an ACL policy: the token's prefix must lead the path.
-func (s *Server) allowed(token, path string) bool {
-	prefix, ok := s.tokens[token]
-	if !ok || token == "" {
-		return false
+func (s *Server) known(token string) bool {
+	_, ok := s.tokens[token]
+	return ok && token != ""
+}
+
+func (s *Server) deniedUnknown(w http.ResponseWriter) {
+	if s.vault {
+		writeErrors(w, http.StatusForbidden, deniedVaultInvalid)
+		return
 	}
-	return strings.HasPrefix(path, prefix) || strings.HasPrefix(path+"/", prefix)
+	writeErrors(w, http.StatusForbidden, deniedUnknownToken)
+}
+
+// allowed stands in for the token's ACL policy: of its grants whose prefix leads the
+// path, the longest decides.
+func (s *Server) allowed(token, path, capability string) bool {
+	best := -1
+	ok := false
+	for _, g := range s.tokens[token] {
+		if !strings.HasPrefix(path, g.prefix) && !strings.HasPrefix(path+"/", g.prefix) {
+			continue
+		}
+		if len(g.prefix) > best {
+			best, ok = len(g.prefix), g.capabilities[capability]
+		}
+	}
+	return ok
+}
+
+// lookupSelf answers GET auth/token/lookup-self, which the default policy grants every
+// token: its properties, or the unknown token's refusal.
+func (s *Server) lookupSelf(w http.ResponseWriter, token string) {
+	if !s.known(token) {
+		s.deniedUnknown(w)
+		return
+	}
+	writeData(w, map[string]any{
+		"accessor":     "accessor-" + strconv.Itoa(len(token)),
+		"display_name": "token",
+		"entity_id":    "",
+		"expire_time":  nil,
+		"id":           token,
+		"num_uses":     0,
+		"orphan":       false,
+		"path":         "auth/token/create",
+		"policies":     []string{"default", "fedhost"},
+		"renewable":    false,
+		"ttl":          0,
+		"type":         "service",
+	})
 }
 
 func (s *Server) read(w http.ResponseWriter, r *http.Request, path string) {

@@ -73,11 +73,12 @@ func TestKVv2API(t *testing.T) {
 	code, _ = call(t, s, "LIST", "/v1/secret/metadata/nothing", "root", "")
 	require.Equal(t, 404, code)
 
-	code, _ = call(t, s, "GET", "/v1/secret/data/app/b/db", "scoped", "")
+	code, body = call(t, s, "GET", "/v1/secret/data/app/b/db", "scoped", "")
 	require.Equal(t, 403, code, "a token scoped to app/a/ cannot read app/b/")
+	require.Equal(t, []any{"1 error occurred:\n\t* permission denied\n\n"}, body["errors"], "a policy gap is OpenBao's multierror")
 	code, body = call(t, s, "GET", "/v1/secret/data/app/a/db", "wrong", "")
 	require.Equal(t, 403, code)
-	require.Equal(t, []any{"permission denied"}, body["errors"])
+	require.Equal(t, []any{"permission denied"}, body["errors"], "an unknown token is the bare refusal")
 	code, _ = call(t, s, "GET", "/v1/secret/data/app/a/db", "scoped", "")
 	require.Equal(t, 200, code)
 
@@ -102,4 +103,43 @@ func TestKeepsTenVersions(t *testing.T) {
 	require.Equal(t, 200, code)
 	_, body := call(t, s, "GET", "/v1/secret/metadata/k", "root", "")
 	require.EqualValues(t, 3, body["data"].(map[string]any)["oldest_version"])
+}
+
+func TestPoliciesAndTokenLookup(t *testing.T) {
+	t.Parallel()
+	s := New("secret", map[string]string{"root": ""})
+	t.Cleanup(s.Close)
+	s.Grant("app", "app/", Read, List)
+	s.Grant("app", "app/own/", Create, Read, Update, Delete, List)
+	denied := []any{"1 error occurred:\n\t* permission denied\n\n"}
+
+	code, body := call(t, s, "POST", "/v1/secret/data/app/shared", "app", `{"data":{"v":"x"}}`)
+	require.Equal(t, 403, code, "create needs the capability")
+	require.Equal(t, denied, body["errors"])
+	code, _ = call(t, s, "POST", "/v1/secret/data/app/own/k", "app", `{"data":{"v":"x"}}`)
+	require.Equal(t, 200, code, "the longer prefix grants create")
+	code, _ = call(t, s, "POST", "/v1/secret/data/app/shared", "root", `{"data":{"v":"x"}}`)
+	require.Equal(t, 200, code)
+	code, _ = call(t, s, "GET", "/v1/secret/data/app/shared", "app", "")
+	require.Equal(t, 200, code)
+	code, body = call(t, s, "PUT", "/v1/secret/data/app/shared", "app", `{"data":{"v":"y"}}`)
+	require.Equal(t, 403, code, "a write to a key that exists needs update")
+	require.Equal(t, denied, body["errors"])
+	code, _ = call(t, s, "DELETE", "/v1/secret/metadata/app/shared", "app", "")
+	require.Equal(t, 403, code)
+	code, _ = call(t, s, "DELETE", "/v1/secret/metadata/app/own/k", "app", "")
+	require.Equal(t, 204, code)
+
+	code, body = call(t, s, "GET", "/v1/auth/token/lookup-self", "app", "")
+	require.Equal(t, 200, code, "the default policy lets a token look itself up")
+	require.Equal(t, "app", body["data"].(map[string]any)["id"])
+	s.Revoke("app")
+	for _, path := range []string{"/v1/auth/token/lookup-self", "/v1/secret/data/app/shared"} {
+		code, body = call(t, s, "GET", path, "app", "")
+		require.Equal(t, 403, code, path)
+		require.Equal(t, []any{"permission denied"}, body["errors"], path)
+	}
+	s.AnswerLikeVault()
+	_, body = call(t, s, "GET", "/v1/auth/token/lookup-self", "app", "")
+	require.Equal(t, []any{"2 errors occurred:\n\t* permission denied\n\t* invalid token\n\n"}, body["errors"])
 }
