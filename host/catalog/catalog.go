@@ -169,7 +169,7 @@ func (c *Catalog) compose() error {
 	apps := map[string]any{}
 	var defs = map[string]any{}
 	for i, a := range c.apps {
-		appSchema, err := withoutKey(a.Schema, "$schema")
+		appSchema, err := ownResource(a.Name, a.Schema)
 		if err != nil {
 			return fmt.Errorf("app %s: schema: %w", a.Name, err)
 		}
@@ -248,24 +248,43 @@ func (c *Catalog) WithDefaults(config json.RawMessage) (json.RawMessage, error) 
 	return json.Marshal(schema.ApplyDefaults(c.compiled, doc))
 }
 
-// withoutKey returns the JSON object raw without key, its other members in their order:
-// the order of an app's properties is the order of its form.
-func withoutKey(raw json.RawMessage, key string) (json.RawMessage, error) {
+// ownResource makes an app's schema a resource of its own inside the composed one: an $id
+// (app-<name>.json, unless it has one), so that its local "#/$defs/..." references keep
+// meaning its own definitions, and no $schema. Its members keep their order: the order of
+// an app's properties is the order of its form.
+func ownResource(name string, raw json.RawMessage) (json.RawMessage, error) {
+	out, hasID, err := withoutKey(raw, "$schema")
+	if err != nil || hasID {
+		return out, err
+	}
+	id, _ := json.Marshal("app-" + name + ".json")
+	rest := out[1:] // the members after "{", or just "}"
+	if len(rest) > 1 {
+		rest = append([]byte(","), rest...)
+	}
+	return append(append([]byte(`{"$id":`), id...), rest...), nil
+}
+
+// withoutKey returns the JSON object raw without key, its other members in their order,
+// and whether it has an $id.
+func withoutKey(raw json.RawMessage, key string) (json.RawMessage, bool, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := d.Token(); err != nil || t != json.Delim('{') {
-		return nil, fmt.Errorf("not a JSON object")
+		return nil, false, fmt.Errorf("not a JSON object")
 	}
 	var out bytes.Buffer
+	hasID := false
 	out.WriteByte('{')
 	for d.More() {
 		t, err := d.Token()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		var v json.RawMessage
 		if err := d.Decode(&v); err != nil {
-			return nil, err
+			return nil, false, err
 		}
+		hasID = hasID || t == "$id"
 		if t == key {
 			continue
 		}
@@ -278,5 +297,5 @@ func withoutKey(raw json.RawMessage, key string) (json.RawMessage, error) {
 		out.Write(v)
 	}
 	out.WriteByte('}')
-	return out.Bytes(), nil
+	return out.Bytes(), hasID, nil
 }

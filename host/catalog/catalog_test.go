@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fedhost/fedhost/sdk/schema"
+	"github.com/fedhost/fedhost/ui/form"
 )
 
 // A deployment pinned to an older revision is validated against the schemas of the
@@ -103,5 +104,22 @@ func TestComposeKeepsTheAppsPropertyOrder(t *testing.T) {
 	s := string(c.Schema())
 	require.Less(t, strings.Index(s, `"title":{"type":"string","title":"Site name"`), strings.Index(s, `"smtp":`))
 	require.Less(t, strings.Index(s, `"port":`), strings.Index(s, `"host":{"type":"string","title":"Mail server"`))
-	require.Contains(t, s, `"$defs":{"site":{"type":"object","additionalProperties":false,`, "the app's $schema is left out")
+	require.Contains(t, s, `"$defs":{"site":{"$id":"app-site.json","type":"object","additionalProperties":false,`,
+		"the app's schema is a resource of its own, without its $schema")
+}
+
+// An app's own $defs keep working inside the composed schema: its "#/$defs/x" means its
+// own definitions, in validation, defaults and the form.
+func TestAppSchemaWithItsOwnDefs(t *testing.T) {
+	t.Parallel()
+	c := testCatalog(t, `{"type":"object","properties":{"mirrors":{"type":"array","items":{"$ref":"#/$defs/mirror"}}},
+		"$defs":{"mirror":{"type":"object","title":"Mirror","required":["url"],"properties":{"url":{"type":"string","title":"Mirror URL"},"weight":{"type":"number","default":0.5}}}}}`)
+	filled, err := c.WithDefaults(json.RawMessage(`{"domain":"x.org","apps":{"site":{"enable":true,"options":{"mirrors":[{"url":"https://a"},{}]}}}}`))
+	require.NoError(t, err)
+	require.Contains(t, string(filled), `{"url":"https://a","weight":0.5}`)
+	require.Equal(t, []schema.Problem{{Location: "/apps/site/options/mirrors/1/url", Message: "Mirror URL is required: fill it in"}}, c.Check(filled))
+	_, err = form.Render(c.Schema(), filled, form.Options{})
+	require.NoError(t, err, "the form of the composed schema")
+	empty := testCatalog(t, `{}`)
+	require.Empty(t, empty.Check(json.RawMessage(`{"domain":"x.org","apps":{"site":{"enable":true}}}`)))
 }

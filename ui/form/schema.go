@@ -80,8 +80,8 @@ type rawSchema struct {
 
 // compile reads a schema document; its root must describe an object.
 func compile(doc json.RawMessage) (*schema, error) {
-	c := &compiler{root: doc}
-	s, err := c.compile(doc, "#", 0)
+	c := &compiler{}
+	s, err := c.compile(doc, "#", 0, doc)
 	if err != nil {
 		return nil, fmt.Errorf("form: schema: %w", err)
 	}
@@ -91,15 +91,16 @@ func compile(doc json.RawMessage) (*schema, error) {
 	return s, nil
 }
 
-type compiler struct {
-	root json.RawMessage
-}
+type compiler struct{}
 
-func (c *compiler) compile(raw json.RawMessage, at string, depth int) (*schema, error) {
+// compile reads the schema raw, whose local $refs resolve against base: the document, or
+// the nearest enclosing schema with an $id (the composed schema gives each app's its own,
+// so that an app's "#/$defs/..." means its own $defs).
+func (c *compiler) compile(raw json.RawMessage, at string, depth int, base json.RawMessage) (*schema, error) {
 	if depth > maxDepth {
 		return nil, fmt.Errorf("%s nests deeper than %d levels (a recursive $ref?)", at, maxDepth)
 	}
-	node, err := c.resolve(raw, at, depth)
+	node, base, err := c.resolve(raw, at, depth, base)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +144,7 @@ func (c *compiler) compile(raw json.RawMessage, at string, depth int) (*schema, 
 		s.Required[name] = true
 	}
 	for _, m := range props {
-		ps, err := c.compile(m.value, at+"/properties/"+escapeToken(m.name), depth+1)
+		ps, err := c.compile(m.value, at+"/properties/"+escapeToken(m.name), depth+1, base)
 		if err != nil {
 			return nil, err
 		}
@@ -154,7 +155,7 @@ func (c *compiler) compile(raw json.RawMessage, at string, depth int) (*schema, 
 		return orderOf(s.Properties[i].Schema) < orderOf(s.Properties[j].Schema)
 	})
 	if len(rs.Items) > 0 {
-		if s.Items, err = c.compile(rs.Items, at+"/items", depth+1); err != nil {
+		if s.Items, err = c.compile(rs.Items, at+"/items", depth+1, base); err != nil {
 			return nil, err
 		}
 	}
@@ -199,37 +200,41 @@ func members(raw json.RawMessage) ([]member, error) {
 }
 
 // resolve returns the keywords of raw, with those of its $ref target underneath them:
-// in 2020-12 the keywords beside a $ref (x-order, title) apply as well.
-func (c *compiler) resolve(raw json.RawMessage, at string, depth int) (map[string]json.RawMessage, error) {
+// in 2020-12 the keywords beside a $ref (x-order, title) apply as well. It also returns
+// the base the keywords' own $refs resolve against.
+func (c *compiler) resolve(raw json.RawMessage, at string, depth int, base json.RawMessage) (map[string]json.RawMessage, json.RawMessage, error) {
 	if depth > maxDepth {
-		return nil, fmt.Errorf("%s: $ref chain longer than %d", at, maxDepth)
+		return nil, nil, fmt.Errorf("%s: $ref chain longer than %d", at, maxDepth)
 	}
 	trimmed := bytes.TrimSpace(raw)
 	if string(trimmed) == "true" {
-		return map[string]json.RawMessage{}, nil
+		return map[string]json.RawMessage{}, base, nil
 	}
 	var node map[string]json.RawMessage
 	if err := json.Unmarshal(trimmed, &node); err != nil {
-		return nil, fmt.Errorf("%s is not a schema object: %w", at, err)
+		return nil, nil, fmt.Errorf("%s is not a schema object: %w", at, err)
+	}
+	if _, ok := node["$id"]; ok {
+		base = trimmed
 	}
 	refRaw, ok := node["$ref"]
 	if !ok {
-		return node, nil
+		return node, base, nil
 	}
 	var ref string
 	if err := json.Unmarshal(refRaw, &ref); err != nil {
-		return nil, fmt.Errorf("%s/$ref is not a string", at)
+		return nil, nil, fmt.Errorf("%s/$ref is not a string", at)
 	}
-	target, err := c.lookup(ref)
+	target, err := lookup(base, ref)
 	if err != nil {
-		return nil, fmt.Errorf("%s/$ref: %w", at, err)
+		return nil, nil, fmt.Errorf("%s/$ref: %w", at, err)
 	}
-	base, err := c.resolve(target, ref, depth+1)
+	under, targetBase, err := c.resolve(target, ref, depth+1, base)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	merged := make(map[string]json.RawMessage, len(base)+len(node))
-	for k, v := range base {
+	merged := make(map[string]json.RawMessage, len(under)+len(node))
+	for k, v := range under {
 		merged[k] = v
 	}
 	for k, v := range node {
@@ -237,11 +242,12 @@ func (c *compiler) resolve(raw json.RawMessage, at string, depth int) (map[strin
 			merged[k] = v
 		}
 	}
-	return merged, nil
+	// What the target holds resolves against the target's base.
+	return merged, targetBase, nil
 }
 
-// lookup finds a local reference ("#/$defs/miniflux") in the document.
-func (c *compiler) lookup(ref string) (json.RawMessage, error) {
+// lookup finds a local reference ("#/$defs/miniflux") in the document base.
+func lookup(base json.RawMessage, ref string) (json.RawMessage, error) {
 	if !strings.HasPrefix(ref, "#") {
 		return nil, fmt.Errorf("%q is not a reference into this document; only #/... references are supported", ref)
 	}
@@ -249,7 +255,7 @@ func (c *compiler) lookup(ref string) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%q: %w", ref, err)
 	}
-	cur := c.root
+	cur := base
 	if frag == "" {
 		return cur, nil
 	}
