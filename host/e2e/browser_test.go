@@ -200,24 +200,7 @@ func typeInto(name, value string) []chromedp.Action[chromedp.Void] {
 func TestBrowserDeploysMiniflux(t *testing.T) {
 	h := startHost(t)
 	b := newBrowser(t, h)
-	m := firstPassword.FindStringSubmatch(h.log.String())
-	require.NotNil(t, m, "the first start printed no password:\n%s", h.log)
-
-	// Log in.
-	require.Equal(t, 200, b.open("/login"), "the login page; is the UI mounted in fedhost serve?")
-	b.screenshot("login")
-	b.do(typeInto("name", "admin")...)
-	b.do(typeInto("password", m[1])...)
-	require.Equal(t, 200, b.load(chromedp.Click(chromedp.CSS(`form button[type="submit"]`))))
-	require.Equal(t, "/account/password", b.path(), "the first start's password is changed first")
-	b.screenshot("change-password")
-	b.do(typeInto("current_password", m[1])...)
-	b.do(typeInto("new_password", "the browser test's passphrase")...)
-	b.do(typeInto("confirm_password", "the browser test's passphrase")...)
-	require.Equal(t, 200, b.load(chromedp.Click(chromedp.CSS(`form[action="/account/password"] button[type="submit"]`))))
-	require.Equal(t, "/account", b.path(), "the change lands on the account page")
-	require.Equal(t, 200, b.load(chromedp.Click(chromedp.CSS(`nav a[href="/deployments"]`))))
-	require.Equal(t, "/deployments", b.path())
+	b.signIn(h)
 	b.screenshot("deployments")
 
 	// Create a deployment through the link on the list.
@@ -286,4 +269,73 @@ func TestBrowserDeploysMiniflux(t *testing.T) {
 	title, _ := chromedp.Run(b.ctx, chromedp.Title())
 	require.NoError(t, err, "the node address shows %q, not Miniflux's sign-in page", title)
 	b.screenshot("miniflux")
+}
+
+// signIn logs in as the first superuser with the password the first start printed, and
+// changes it, as the first sign-in must; it ends on the deployments page.
+func (b *browser) signIn(h *host) {
+	t := b.t
+	t.Helper()
+	m := firstPassword.FindStringSubmatch(h.log.String())
+	require.NotNil(t, m, "the first start printed no password:\n%s", h.log)
+	require.Equal(t, 200, b.open("/login"), "the login page; is the UI mounted in fedhost serve?")
+	b.screenshot("login")
+	b.do(typeInto("name", "admin")...)
+	b.do(typeInto("password", m[1])...)
+	require.Equal(t, 200, b.load(chromedp.Click(chromedp.CSS(`form button[type="submit"]`))))
+	require.Equal(t, "/account/password", b.path(), "the first start's password is changed first")
+	b.screenshot("change-password")
+	b.do(typeInto("current_password", m[1])...)
+	b.do(typeInto("new_password", "the browser test's passphrase")...)
+	b.do(typeInto("confirm_password", "the browser test's passphrase")...)
+	require.Equal(t, 200, b.load(chromedp.Click(chromedp.CSS(`form[action="/account/password"] button[type="submit"]`))))
+	require.Equal(t, "/account", b.path(), "the change lands on the account page")
+	require.Equal(t, 200, b.load(chromedp.Click(chromedp.CSS(`nav a[href="/deployments"]`))))
+	require.Equal(t, "/deployments", b.path())
+}
+
+// TestBrowserFormOfAnySchema deploys an app whose schema has every feature the form
+// supports: untouched, the defaults alone make a valid configuration, which is stored
+// with them; three bad values at once give three errors, each at its input.
+func TestBrowserFormOfAnySchema(t *testing.T) {
+	pluginDir := pluginDirs(t, map[string]string{"plugins/fedhost-app-formapp": "./ui/form/testdata/formapp"})
+	h := startHost(t, "FEDHOST_PLUGIN_DIR="+pluginDir)
+	b := newBrowser(t, h)
+	b.signIn(h)
+	d := h.create("forms")
+
+	require.Equal(t, 200, b.open("/deployments/"+d.ID+"/configure"))
+	// Before any deploy, the page says which apps the embedded default cannot run.
+	unrunnable, err := chromedp.Run(b.ctx, chromedp.TextContent(chromedp.ID("unrunnable")))
+	require.NoError(t, err, "the configure page does not warn of the apps this host cannot run")
+	require.Contains(t, unrunnable, "mastodon cannot run on this host: instance provider local refuses its node")
+	require.NotContains(t, unrunnable, "formapp")
+	enable := chromedp.CSS(`input[type="checkbox"][name="/apps/formapp/enable"]`)
+	b.do(chromedp.WaitVisible(enable), chromedp.Click(enable))
+	b.do(typeInto("/domain", "forms.example.org")...)
+	b.screenshot("form-untouched")
+	require.Equal(t, 200, b.clickDeploy(), "an untouched form deploys")
+	require.Regexp(t, `^/builds/[^/]+$`, b.path())
+	buildID := strings.TrimPrefix(b.path(), "/builds/")
+	require.Equal(t, "succeeded", h.wait(buildID).State, "build log:\n%s", h.log)
+	require.JSONEq(t, `{"siteName": "Our site", "contact": {"email": "admin@example.org", "team": "ops"},
+		"mode": "invite", "workers": 2, "tags": ["news"]}`, string(storedOptions(t, h.deployment(d.ID).Config, "formapp")),
+		"the stored configuration has the schema's defaults, and no untouched optional object")
+
+	require.Equal(t, 200, b.open("/deployments/"+d.ID+"/configure"))
+	b.do(typeInto("/apps/formapp/options/siteName", "ab")...)
+	b.do(typeInto("/apps/formapp/options/workers", "99")...)
+	b.do(typeInto("/apps/formapp/options/contact/email", "not-an-address")...)
+	require.Equal(t, 400, b.clickDeploy(), "three bad values are refused")
+	b.screenshot("form-three-errors")
+	for name, want := range map[string]string{
+		"/apps/formapp/options/siteName":      "Site name must be at least 3 characters",
+		"/apps/formapp/options/workers":       "Workers must be at most 16",
+		"/apps/formapp/options/contact/email": "Contact e-mail must be an e-mail address",
+	} {
+		fe := b.errorOf(name)
+		require.Equal(t, "true", fe.Invalid, "%s is marked invalid", name)
+		require.Equal(t, want, fe.Message, "%s", name)
+		require.True(t, fe.Beside, "the error of %s is next to it", name)
+	}
 }

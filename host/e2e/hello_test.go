@@ -15,9 +15,17 @@ import (
 )
 
 // helloDirs makes a plugin dir and an artifacts dir beside it, as docs/plugins.md tells
-// an author to: the plugins of the embedded default, the hello plugin and its server, all
-// built from this tree, and a plugins.lock of them.
+// an author to: the plugins of the embedded default, the hello plugin and its server.
 func helloDirs(t *testing.T) (pluginDir string) {
+	return pluginDirs(t, map[string]string{
+		"plugins/fedhost-app-hello": "./examples/hello", "artifacts/hello-server": "./examples/hello/cmd/hello-server"})
+}
+
+// pluginDirs makes a plugin dir and an artifacts dir beside it with the plugins and
+// artifacts of the embedded default, built from this tree, and the programs of builds
+// (an output path under the dir, such as plugins/fedhost-app-x, to the package built
+// there, relative to the repository), and a plugins.lock of them all.
+func pluginDirs(t *testing.T, builds map[string]string) (pluginDir string) {
 	dir := t.TempDir()
 	pluginDir, artifacts := filepath.Join(dir, "plugins"), filepath.Join(dir, "artifacts")
 	for src, dst := range map[string]string{filepath.Join(binDir, "plugins"): pluginDir, filepath.Join(binDir, "artifacts"): artifacts} {
@@ -30,9 +38,11 @@ func helloDirs(t *testing.T) (pluginDir string) {
 			}
 		}
 	}
-	for out, pkg := range map[string]string{filepath.Join(pluginDir, "fedhost-app-hello"): ".", filepath.Join(artifacts, "hello-server"): "./cmd/hello-server"} {
-		cmd := exec.Command("go", "build", "-o", out, pkg)
-		cmd.Dir = "../../examples/hello"
+	for out, pkg := range builds {
+		// Built in its own folder, so that a package of another module (examples/hello) is
+		// built with that module.
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), ".")
+		cmd.Dir = filepath.Join("../..", pkg)
 		b, err := cmd.CombinedOutput()
 		require.NoError(t, err, "go build %s: %s", pkg, b)
 	}
