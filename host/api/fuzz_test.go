@@ -182,10 +182,10 @@ func FuzzRequestBodies(f *testing.F) {
 	})
 }
 
-// bodyValues are the body itself and the strings in it: the values of a JSON body, or
-// of a form.
+// bodyValues are the body itself, its lines and the strings in it: the values of a JSON
+// body, or of a form.
 func bodyValues(body string) []string {
-	out := []string{body}
+	out := append([]string{body}, strings.FieldsFunc(body, func(r rune) bool { return r == '\r' || r == '\n' })...)
 	var v any
 	if json.Unmarshal([]byte(body), &v) == nil {
 		var walk func(any)
