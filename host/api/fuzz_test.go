@@ -157,9 +157,11 @@ func FuzzRequestBodies(f *testing.F) {
 	fixed := make([]string, len(fuzzRoutes))
 	for i := range fuzzRoutes {
 		fixed[i] = string(cat.Schema()) + " " + fuzzRoutes[i].path
-		for _, body := range []string{"", "{}", "not json", `{"name":"nobody","password":"wrong","namespace":"","app":"","policy":""}`} {
-			if _, e, _ := send(f, uint8(i), 0, body); e != nil {
-				fixed[i] += " " + e.Message + " " + e.Location
+		for ct := range fuzzContentTypes {
+			for _, body := range []string{"", "{}", "not json", `{"name":"nobody","password":"wrong","namespace":"","app":"","policy":""}`} {
+				if _, e, _ := send(f, uint8(i), uint8(ct), body); e != nil {
+					fixed[i] += " " + e.Message + " " + e.Location
+				}
 			}
 		}
 	}
