@@ -16,6 +16,7 @@ import (
 	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/plugins"
+	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
 )
 
@@ -65,6 +66,12 @@ func FuzzRequestBodies(f *testing.F) {
 		f.Fatal(err)
 	}
 	engine := deploy.New(deploy.Options{Store: st, Plugins: m, Catalog: cat})
+	// Builds are queued and never run: a second submit is refused as one is queued.
+	q, err := queue.New(st, queue.Config{Builder: queue.BuilderFunc(func(context.Context, string, func(string, string)) error { return nil })})
+	if err != nil {
+		f.Fatal(err)
+	}
+	engine.SetQueue(q)
 	app := api.New(api.Deps{Plugins: m, Engine: engine, Store: st, Auth: accounts, Audit: trail, Version: "1.2.3"})
 
 	root, _, err := accounts.CreateUser(ctx, "root", true)
@@ -97,6 +104,7 @@ func FuzzRequestBodies(f *testing.F) {
 		{2, 0, `{"name":"Blog","namespace":"fuzzed"}`},
 		{3, 0, `{"domain":"example.org","apps":{"miniflux":{"enable":true}}}`},
 		{3, 0, `{"domain":"secret-domain-value"}`},
+		{3, 0, `{"domain":"example.org"}`},
 		{4, 0, `{"domain":"example.org","apps":{}}`},
 		{5, 0, `{"policy":"window","window":{"days":["mon"],"start":"02:00","end":"04:00"}}`},
 		{5, 0, `{"policy":"sometimes-secret"}`},
