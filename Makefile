@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/fedhost/fedhost/host/cli.Version=$(VERSION)
 # Every plugin is a main package under plugins/<kind>s/<name>; the binary is fedhost-<kind>-<name>.
 PLUGINS := $(wildcard plugins/resources/*/main.go plugins/registrars/*/main.go plugins/apps/*/main.go)
 
-.PHONY: all build plugins artifacts packages run test test-short bench proto lint tools clean
+.PHONY: all build plugins artifacts packages run test test-short bench fuzz proto lint tools clean
 
 all: build
 
@@ -57,6 +57,24 @@ bench:
 	cd sdk && $(GO) test -run '^$$' -bench Call -benchtime 2000x -count 1 ./bench/
 	cd sdk && $(GO) test -run '^$$' -bench Start -benchtime 100x -count 1 ./bench/
 	$(GO) test -run '^$$' -bench Tick -benchmem -benchtime 10x -count 1 ./scheduler/ ./host/deploy/
+
+# Every fuzz target (func FuzzXxx in a _test.go file, found with git grep) for FUZZTIME,
+# one after the other; FUZZFLAGS adds flags, e.g. FUZZFLAGS=-parallel=1. A crash leaves
+# its input in the package's testdata/fuzz/FuzzXxx/, which make test then replays with
+# the seed corpus; the other targets still run, and make fuzz fails at the end.
+FUZZTIME ?= 30s
+FUZZFLAGS ?=
+
+fuzz:
+	@failed=""; \
+	for file in $$(git grep -l '^func Fuzz' -- '*_test.go'); do \
+		dir=$$(dirname $$file); \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$file); do \
+			echo "fuzz $$dir $$name for $(FUZZTIME)"; \
+			(cd $$dir && $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) .) || failed="$$failed $$dir:$$name"; \
+		done; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz targets that failed:$$failed"; exit 1; fi
 
 proto:
 	@command -v protoc >/dev/null || { echo "protoc is missing: apt-get install protobuf-compiler"; exit 1; }

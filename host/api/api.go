@@ -66,7 +66,9 @@ func errorHandler(c *fiber.Ctx, err error) error {
 		case fiber.StatusNotFound:
 			body.Code = deploy.CodeNotFound
 		case fiber.StatusBadRequest:
+			// fasthttp's reasons quote the request (a malformed multipart header line).
 			body.Code = deploy.CodeInvalidConfiguration
+			body.Message = "the request cannot be read: check its Content-Type and that the body is in that form"
 		}
 	}
 	return c.Status(status).JSON(fiber.Map{"error": body})

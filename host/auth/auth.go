@@ -203,7 +203,8 @@ func (s *Service) CreateUser(ctx context.Context, name string, superuser bool) (
 
 func (s *Service) createUser(ctx context.Context, name string, superuser, mustChange bool) (User, string, error) {
 	if !namePattern.MatchString(name) {
-		err := fmt.Errorf("user name %q: use 1 to 64 lowercase letters, digits and . _ @ -, starting with a letter or digit: %w", name, ErrInvalidName)
+		// The name is not shown: it may be anything, of any length.
+		err := fmt.Errorf("the user name: use 1 to 64 lowercase letters, digits and . _ @ -, starting with a letter or digit: %w", ErrInvalidName)
 		return User{}, "", s.recordResult(ctx, "user.create", "", err, "name")
 	}
 	password := rand.Text()

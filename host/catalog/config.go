@@ -45,9 +45,9 @@ type Unmigrated struct {
 }
 
 // ApplyRenames moves, in each app's options, the values at a rename's From to its To
-// (JSON pointers within the options), in the order of the renames log. A rename whose
-// target is already set, or whose target's parent is not an object, is reported and the
-// value stays where it is.
+// (JSON pointers within the options), in the order of the renames log; To may be under
+// From. A rename whose target is already set, or whose target's parent is not an object,
+// is reported and the value stays where it is.
 func (c *Catalog) ApplyRenames(raw json.RawMessage) (json.RawMessage, []Unmigrated, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {
@@ -70,15 +70,19 @@ func (c *Catalog) ApplyRenames(raw json.RawMessage) (json.RawMessage, []Unmigrat
 			if !found {
 				continue
 			}
-			if _, exists := pointerGet(opts, r.To); exists {
-				report = append(report, Unmigrated{App: name, From: r.From, To: r.To, Reason: "the new option is already set"})
-				continue
-			}
-			if !SetPointer(opts, r.To, val) {
-				report = append(report, Unmigrated{App: name, From: r.From, To: r.To, Reason: "the new option's parent is not an object"})
-				continue
-			}
+			// The value leaves From first: To may be under it, as when a string becomes
+			// an object of which it is one field (/smtp to /smtp/host).
 			DeletePointer(opts, r.From)
+			reason := ""
+			if _, exists := pointerGet(opts, r.To); exists {
+				reason = "the new option is already set"
+			} else if !SetPointer(opts, r.To, val) {
+				reason = "the new option's parent is not an object"
+			}
+			if reason != "" {
+				SetPointer(opts, r.From, val) // its parents are still there
+				report = append(report, Unmigrated{App: name, From: r.From, To: r.To, Reason: reason})
+			}
 		}
 	}
 	out, err := json.Marshal(doc)

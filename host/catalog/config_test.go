@@ -35,3 +35,21 @@ func TestApplyRenamesMovesValuesAndReportsWhatCannotMove(t *testing.T) {
 	require.JSONEq(t, string(out), string(again), "renames apply once")
 	require.Len(t, unmigrated2, 2, "what could not move is reported again, and stays")
 }
+
+// A rename into the value it moves, as when an option that was a string becomes an
+// object of which it is one field, moves the value and loses nothing.
+func TestApplyRenamesIntoTheMovedValue(t *testing.T) {
+	t.Parallel()
+	c := &Catalog{byName: map[string]*App{
+		"miniflux": {Name: "miniflux", Renames: []app.Rename{
+			{From: "/smtp", To: "/smtp/host", Since: "2.4.0"},
+			{From: "/oidc", To: "/oidc/provider", Since: "2.4.0"},
+		}},
+	}}
+	in := `{"domain":"x.org","apps":{"miniflux":{"options":{"smtp":"mail.example","oidc":{"enable":true}}}}}`
+	out, unmigrated, err := c.ApplyRenames(json.RawMessage(in))
+	require.NoError(t, err)
+	require.Empty(t, unmigrated)
+	require.JSONEq(t, `{"domain":"x.org","apps":{"miniflux":{"options":{
+		"smtp":{"host":"mail.example"},"oidc":{"provider":{"enable":true}}}}}}`, string(out))
+}

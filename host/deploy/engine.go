@@ -134,7 +134,7 @@ func (e *Engine) Create(ctx context.Context, owner, name, namespace string) (sto
 	})
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		return d, refuse(CodeConflict, "/namespace", "namespace %q is taken by another deployment: choose another", namespace)
+		return d, refuse(CodeConflict, "/namespace", "this namespace is taken by another deployment: choose another")
 	case errors.Is(err, store.ErrInvalid):
 		return d, refuse(CodeInvalidConfiguration, "/namespace", "use 1 to 24 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen")
 	}

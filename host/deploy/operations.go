@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/fedhost/fedhost/host/backup"
 	"github.com/fedhost/fedhost/host/store"
@@ -49,8 +50,12 @@ func (e *Engine) operate(ctx context.Context, d store.Deployment, name string, o
 	if err != nil {
 		return store.Build{}, err
 	}
-	if !slices.Contains(backupApps(rows), op.App) {
-		return store.Build{}, refuse(CodeNotFound, "/app", "app %s has no database and backups bucket in this deployment to %s", op.App, name)
+	if apps := backupApps(rows); !slices.Contains(apps, op.App) {
+		// The message lists the apps that qualify instead of the name sent, which may be anything.
+		if len(apps) == 0 {
+			return store.Build{}, refuse(CodeNotFound, "/app", "no app of this deployment has a database and backups bucket yet, so none has data to %s", name)
+		}
+		return store.Build{}, refuse(CodeNotFound, "/app", "name an app of this deployment with a database and backups bucket: %s", strings.Join(apps, ", "))
 	}
 	if name == store.OperationRestore && op.Snapshot == "" {
 		return store.Build{}, refuse(CodeInvalidConfiguration, "/snapshot", "name the backup to restore (GET .../backups lists them)")

@@ -62,7 +62,8 @@ type App interface {
 }
 
 // Rename moves an option: a stored configuration's value at From (a JSON pointer) moves to
-// To before validation, for configurations made before version Since.
+// To before validation, for configurations made before version Since. To may be under
+// From: /smtp to /smtp/host turns a string option into an object holding it.
 type Rename struct {
 	From, To, Since string
 }
