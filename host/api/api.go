@@ -2,9 +2,12 @@ package api
 
 import (
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"sort"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
 	"github.com/hashicorp/go-hclog"
 
@@ -89,6 +92,15 @@ func Config() fiber.Config {
 
 // Mount adds /healthz and the /api/v1 routes to app and returns the authorization table.
 func Mount(app *fiber.App, d Deps) []Rule {
+	// A handler's panic answers its own request with 500 instead of ending the host, for
+	// the UI's routes too, which are mounted after these.
+	logger := d.Logger
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: func(c *fiber.Ctx, e any) {
+		logger.Error("a handler panicked", "method", c.Method(), "route", c.Route().Path, "panic", fmt.Sprint(e), "stack", string(debug.Stack()))
+	}}))
 	app.Get("/healthz", func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok", "version": d.Version})
 	})
@@ -96,7 +108,7 @@ func Mount(app *fiber.App, d Deps) []Rule {
 	v1 := app.Group("/api/v1", requestid.New(), h.authenticate)
 	h.routes(v1)
 	v1.Use(func(c *fiber.Ctx) error {
-		return fiber.NewError(fiber.StatusNotFound, "no route "+c.Method()+" "+c.Path())
+		return fiber.NewError(fiber.StatusNotFound, "no such route: see GET /api/v1/openapi.json for the routes")
 	})
 	return h.table
 }

@@ -322,3 +322,17 @@ func TestRefusedBuildCallsAreAuditedUnderTheBuild(t *testing.T) {
 	require.Equal(t, "no-such-build", last.BuildID)
 	require.Empty(t, last.DeploymentID, "a build that does not exist has no deployment")
 }
+
+// A handler that panics answers 500 and the host goes on serving.
+func TestPanicAnswersItsRequestOnly(t *testing.T) {
+	t.Parallel()
+	app := fiber.New(api.Config())
+	api.Mount(app, api.Deps{})
+	app.Get("/boom", func(*fiber.Ctx) error { panic("boom") })
+	resp, err := app.Test(httptest.NewRequest(http.MethodGet, "/boom", nil))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+	resp, err = app.Test(httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+}

@@ -41,7 +41,7 @@ func (e *Engine) Operate(ctx context.Context, id, name string, op Operation) (st
 
 func (e *Engine) operate(ctx context.Context, d store.Deployment, name string, op Operation) (store.Build, error) {
 	if name != store.OperationBackup && name != store.OperationRestore {
-		return store.Build{}, refuse(CodeNotFound, "/name", "no operation %q: the operations are backup and restore", name)
+		return store.Build{}, refuse(CodeNotFound, "/name", "no such operation: the operations are backup and restore")
 	}
 	if op.App == "" {
 		return store.Build{}, refuse(CodeInvalidConfiguration, "/app", "name the app whose data to %s", name)

@@ -118,15 +118,13 @@ func (d *decoder) decode(s *schema, ptr string, required bool) (any, bool) {
 		d.errs[ptr] = "not one of the choices; pick one from the list"
 		return nil, false
 	}
-	shown := strconv.Quote(strings.TrimSpace(text))
-	if s.WriteOnly {
-		shown = "the value" // never echo a secret
-	}
+	// The messages never quote what was typed: it may be a secret, and the page shows the
+	// field with it anyway.
 	switch s.Type {
 	case "integer":
-		return d.integer(ptr, text, shown)
+		return d.integer(ptr, text)
 	case "number":
-		return d.number(ptr, text, shown)
+		return d.number(ptr, text)
 	}
 	return text, true
 }
@@ -155,7 +153,7 @@ func (d *decoder) boolean(ptr string) (any, bool) {
 	return v, true
 }
 
-func (d *decoder) integer(ptr, text, shown string) (any, bool) {
+func (d *decoder) integer(ptr, text string) (any, bool) {
 	text = strings.TrimSpace(text)
 	if n, err := strconv.ParseInt(text, 10, 64); err == nil {
 		return json.Number(strconv.FormatInt(n, 10)), true
@@ -164,15 +162,15 @@ func (d *decoder) integer(ptr, text, shown string) (any, bool) {
 	if f, err := strconv.ParseFloat(text, 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
 		return json.Number(strconv.FormatInt(int64(f), 10)), true
 	}
-	d.errs[ptr] = shown + " is not a whole number; write digits only, such as 60"
+	d.errs[ptr] = "This is not a whole number; write digits only, such as 60"
 	return nil, false
 }
 
-func (d *decoder) number(ptr, text, shown string) (any, bool) {
+func (d *decoder) number(ptr, text string) (any, bool) {
 	text = strings.TrimSpace(text)
 	f, err := strconv.ParseFloat(text, 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		d.errs[ptr] = shown + " is not a number; write it such as 2.5"
+		d.errs[ptr] = "This is not a number; write it such as 2.5"
 		return nil, false
 	}
 	if json.Valid([]byte(text)) {
@@ -216,7 +214,7 @@ func (d *decoder) choiceItem(s *schema, ptr, text string) (any, bool) {
 			return e, true
 		}
 	}
-	d.errs[ptr] = strconv.Quote(text) + " is not one of the choices; pick from the list"
+	d.errs[ptr] = "A value is not one of the choices; pick from the list"
 	return nil, false
 }
 

@@ -616,6 +616,9 @@ func TestDecodeErrorNamesPointer(t *testing.T) {
 			if !strings.Contains(err.Error(), tt.ptr) {
 				t.Errorf("%q does not name %s", err, tt.ptr)
 			}
+			if typed := tt.form[tt.ptr][0]; strings.Contains(fe.Fields[tt.ptr], typed) {
+				t.Errorf("%q echoes what was typed (%q)", fe.Fields[tt.ptr], typed)
+			}
 		})
 	}
 }
