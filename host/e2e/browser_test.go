@@ -338,4 +338,24 @@ func TestBrowserFormOfAnySchema(t *testing.T) {
 		require.Equal(t, want, fe.Message, "%s", name)
 		require.True(t, fe.Beside, "the error of %s is next to it", name)
 	}
+
+	// A stored secret can be cleared: through the API, a pointer with no secret is refused,
+	// naming it; on the page, its "Clear the stored value" box forgets it.
+	const tokenPtr = "/apps/formapp/options/apiToken"
+	cfg := map[string]any{"domain": "forms.example.org", "apps": map[string]any{"formapp": map[string]any{"enable": true,
+		"options": map[string]any{"apiToken": "a-token-of-the-operator"}}}}
+	var refusal struct {
+		Error struct{ Code, Location string } `json:"error"`
+	}
+	require.Equal(t, 400, h.call("POST", "/deployments/"+d.ID+"/submit?clear_secret="+url.QueryEscape(tokenPtr), cfg, &refusal))
+	require.Equal(t, tokenPtr, refusal.Error.Location, "no secret is stored there yet")
+	var queued build
+	require.Equal(t, 202, h.call("POST", "/deployments/"+d.ID+"/submit", cfg, &queued))
+	require.Equal(t, "succeeded", h.wait(queued.ID).State)
+	require.Equal(t, []string{tokenPtr}, h.deployment(d.ID).SecretsSet)
+	require.Equal(t, 200, b.open("/deployments/"+d.ID+"/configure"))
+	b.do(chromedp.Click(chromedp.CSS(`input[name="clear-secret"][value="`+tokenPtr+`"]`)))
+	require.Equal(t, 200, b.clickDeploy())
+	require.Equal(t, "succeeded", h.wait(strings.TrimPrefix(b.path(), "/builds/")).State)
+	require.Empty(t, h.deployment(d.ID).SecretsSet, "the cleared secret is forgotten")
 }

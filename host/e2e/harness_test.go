@@ -268,7 +268,9 @@ type deployment struct {
 	State     string                       `json:"state"`
 	Config    json.RawMessage              `json:"config"`
 	Nodes     map[string]map[string]string `json:"nodes"`
-	Resources []struct {
+	// SecretsSet are the pointers of the writeOnly options that have a stored value.
+	SecretsSet []string `json:"secrets_set"`
+	Resources  []struct {
 		Name, Type, Provider, State string
 	} `json:"resources"`
 	Retained []struct {
