@@ -13,6 +13,7 @@ import (
 	"path"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -329,10 +330,53 @@ func buildDuration(b store.Build) string {
 	return d.Round(time.Minute).String()
 }
 
-// localPath keeps a redirect after login on this site.
+// home is where a log-in goes when it was given no address of this site to return to.
+const home = "/deployments"
+
+// maxNext bounds the address a log-in returns to: longer ones are no page of fedhost.
+const maxNext = 2048
+
+// localPath keeps a redirect after login on this site: next is used only if it is a
+// path of this origin however a browser reads it, else the log-in goes home.
 func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/deployments"
+	if !samePath(next) {
+		return home
 	}
 	return next
+}
+
+// samePath reports whether p is an absolute path of this origin, as a browser
+// normalises it (it drops tabs and newlines, and reads a backslash as a slash) and as
+// a later decoding of its percent-encoding would read it: so "/\t/evil.example",
+// "/\\evil.example" and "/%2F%2Fevil.example" are not.
+func samePath(p string) bool {
+	if len(p) > maxNext {
+		return false
+	}
+	for range 3 {
+		if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.IndexFunc(p, unsafeInPath) >= 0 {
+			return false
+		}
+		u, err := url.Parse(p)
+		if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+			return false
+		}
+		decoded, err := url.PathUnescape(p)
+		if err != nil {
+			return false
+		}
+		if decoded == p {
+			return true
+		}
+		p = decoded
+	}
+	// Encoded more than three times over: no link of fedhost is.
+	return false
+}
+
+// unsafeInPath is a rune a browser drops from or rewrites in a URL (control
+// characters, tabs and newlines, the backslash) or one that would hide what the
+// path says (bidirectional overrides and invalid UTF-8).
+func unsafeInPath(r rune) bool {
+	return r < 0x20 || r == 0x7f || r == '\\' || r == utf8.RuneError || (r >= 0x202a && r <= 0x202e) || (r >= 0x2066 && r <= 0x2069)
 }
