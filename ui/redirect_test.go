@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -87,4 +88,44 @@ func TestOIDCLoginReturnsOnlyToThisSite(t *testing.T) {
 	as(b.p, "alice")
 	res, _ := b.do(t, b.begin(t, "/deployments/abc?x=1"))
 	require.Equal(t, "/deployments/abc?x=1", res.Header.Get("Location"))
+}
+
+// The CSRF token counts only from the form's body (or a script's X-CSRF-Token header):
+// one in the query string, which addresses leak, is not taken.
+func TestCSRFTokenIsNotTakenFromTheQuery(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.as(t, "alice")
+	res, _ := alice.postRaw(t, "/deployments/new?csrf="+url.QueryEscape(alice.csrf), url.Values{"namespace": {"alice-news"}})
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
+
+	// Nor the log-in form's.
+	res, body := b.do(t, httptest.NewRequest(http.MethodGet, "/login", nil))
+	m := loginToken.FindStringSubmatch(body)
+	require.NotNil(t, m)
+	req := httptest.NewRequest(http.MethodPost, "/login?csrf="+m[1], strings.NewReader(url.Values{"name": {"alice"}, "password": {b.pass["alice"]}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.AddCookie(cookieOf(res, "fedhost_login"))
+	res, _ = b.do(t, req)
+	require.Equal(t, http.StatusForbidden, res.StatusCode)
+
+	res, _ = alice.post(t, "/deployments/new", url.Values{"namespace": {"alice-news"}})
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, "in the body it is taken")
+}
+
+// A form larger than the UI takes is refused with a page, and a name that is not plain
+// text is refused without being stored.
+func TestFormsAreBounded(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice := b.as(t, "alice")
+	res, body := alice.post(t, "/deployments/new", url.Values{"namespace": {"big"}, "name": {strings.Repeat("x", 70<<10)}})
+	require.Equal(t, http.StatusRequestEntityTooLarge, res.StatusCode)
+	require.Contains(t, body, "Shorten what you typed")
+	res, body = alice.post(t, "/deployments/new", url.Values{"namespace": {"bidi"}, "name": {"\u202egnp.exe"}})
+	require.Equal(t, http.StatusBadRequest, res.StatusCode)
+	require.Contains(t, body, "control character or a bidirectional override")
+	list, err := b.st.ListDeployments(context.Background(), "")
+	require.NoError(t, err)
+	require.Empty(t, list)
 }

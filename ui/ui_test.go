@@ -377,7 +377,7 @@ func TestCreateDeployment(t *testing.T) {
 
 	res, body = b.as(t, "bob").post(t, "/deployments/new", url.Values{"namespace": {"alice-news"}})
 	require.Equal(t, http.StatusConflict, res.StatusCode)
-	require.Contains(t, body, `<p class="field-error" id="new-namespace-error">namespace &#34;alice-news&#34; is taken`)
+	require.Contains(t, body, `<p class="field-error" id="new-namespace-error">this namespace is taken by another deployment`)
 	require.True(t, b.hasEvent(t, store.AuditEvent{Action: "deployment.create", Result: string(audit.ResultInvalid), Actor: b.users["bob"].ID}))
 }
 

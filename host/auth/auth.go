@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/fedhost/fedhost/host/audit"
+	"github.com/fedhost/fedhost/host/input"
 	"github.com/fedhost/fedhost/host/store"
 )
 
@@ -157,7 +158,7 @@ func (s *Service) EnsureAdmin(ctx context.Context) (string, error) {
 // CreateUser creates a user with a generated password, which it returns.
 func (s *Service) CreateUser(ctx context.Context, name string, superuser bool) (User, string, error) {
 	if !namePattern.MatchString(name) {
-		err := fmt.Errorf("user name %q: use 1 to 64 lowercase letters, digits and . _ @ -, starting with a letter or digit: %w", name, ErrInvalidName)
+		err := fmt.Errorf("user name: use 1 to 64 lowercase letters, digits and . _ @ -, starting with a letter or digit: %w", ErrInvalidName)
 		return User{}, "", s.recordResult(ctx, "user.create", "", err, "name")
 	}
 	password := rand.Text()
@@ -379,8 +380,8 @@ func (s *Service) NewToken(ctx context.Context, userID, name string, lifetime ti
 		err := fmt.Errorf("token lifetime %s: give a lifetime between 1 second and 1 year (8760h)", lifetime)
 		return "", Token{}, errors.Join(err, s.record(ctx, audit.Event{Action: "token.create", Subject: userID, Result: audit.ResultInvalid, Reason: "lifetime"}))
 	}
-	if name == "" || len(name) > 128 {
-		err := errors.New("token name: give 1 to 128 characters that say what the token is for")
+	if name == "" || input.Text("token name", name, input.MaxName) != nil {
+		err := &input.Error{Field: "token name", Problem: fmt.Sprintf("give 1 to %d bytes of printable text that say what the token is for", input.MaxName)}
 		return "", Token{}, errors.Join(err, s.record(ctx, audit.Event{Action: "token.create", Subject: userID, Result: audit.ResultInvalid, Reason: "name"}))
 	}
 	now := s.clock()

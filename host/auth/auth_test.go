@@ -82,7 +82,8 @@ func TestAuthenticate(t *testing.T) {
 		_, _, err = b.svc.CreateUser(ctx, "admin", false)
 		require.ErrorIs(t, err, store.ErrConflict)
 		_, _, err = b.svc.CreateUser(ctx, "Not Valid", false)
-		require.ErrorContains(t, err, `user name "Not Valid"`)
+		require.ErrorContains(t, err, "user name: use 1 to 64 lowercase letters")
+		require.NotContains(t, err.Error(), "Not Valid", "the error does not echo the name")
 
 		alice, alicePassword, err := b.svc.CreateUser(ctx, "alice", false)
 		require.NoError(t, err)

@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/fedhost/fedhost/host/backup"
 	"github.com/fedhost/fedhost/host/store"
@@ -16,6 +19,10 @@ import (
 // resticSuffix names the secret holding an app's backup repository password; it is kept
 // with the backup bucket after a destroy, or the backups could not be read.
 const resticSuffix = "-backups-restic"
+
+// snapshotID is a restic snapshot id, short or whole: nothing else reaches restic's
+// command line as one.
+var snapshotID = regexp.MustCompile(`^[0-9a-f]{8,64}$`)
 
 // Operation asks for an app's operation.
 type Operation struct {
@@ -40,7 +47,7 @@ func (e *Engine) Operate(ctx context.Context, id, name string, op Operation) (st
 
 func (e *Engine) operate(ctx context.Context, d store.Deployment, name string, op Operation) (store.Build, error) {
 	if name != store.OperationBackup && name != store.OperationRestore {
-		return store.Build{}, refuse(CodeNotFound, "/name", "no operation %q: the operations are backup and restore", name)
+		return store.Build{}, refuse(CodeNotFound, "/name", "no such operation: the operations are backup and restore")
 	}
 	if op.App == "" {
 		return store.Build{}, refuse(CodeInvalidConfiguration, "/app", "name the app whose data to %s", name)
@@ -50,10 +57,10 @@ func (e *Engine) operate(ctx context.Context, d store.Deployment, name string, o
 		return store.Build{}, err
 	}
 	if !slices.Contains(backupApps(rows), op.App) {
-		return store.Build{}, refuse(CodeNotFound, "/app", "app %s has no database and backups bucket in this deployment to %s", op.App, name)
+		return store.Build{}, refuse(CodeNotFound, "/app", "this deployment has no app of that name with a database and backups bucket to %s", name)
 	}
-	if name == store.OperationRestore && op.Snapshot == "" {
-		return store.Build{}, refuse(CodeInvalidConfiguration, "/snapshot", "name the backup to restore (GET .../backups lists them)")
+	if name == store.OperationRestore && !snapshotID.MatchString(op.Snapshot) {
+		return store.Build{}, refuse(CodeInvalidConfiguration, "/snapshot", "name the backup to restore by its id, 8 to 64 hexadecimal digits (GET .../backups lists them)")
 	}
 	raw, err := json.Marshal(op)
 	if err != nil {
@@ -71,6 +78,16 @@ func (e *Engine) Backups(ctx context.Context, id, app string) ([]backup.Snapshot
 	r := &run{e: e, d: d}
 	if err := r.load(ctx); err != nil {
 		return nil, err
+	}
+	apps := map[string]bool{}
+	for _, row := range r.rows {
+		apps[row.App] = true
+	}
+	if !apps[app] {
+		if len(apps) == 0 {
+			return nil, refuse(CodeNotFound, "/app", "this deployment has no app of that name: it runs no app yet")
+		}
+		return nil, refuse(CodeNotFound, "/app", "this deployment has no app of that name; its apps are %s", strings.Join(slices.Sorted(maps.Keys(apps)), ", "))
 	}
 	if _, ok := r.rows[app+resticSuffix]; !ok {
 		return []backup.Snapshot{}, nil
