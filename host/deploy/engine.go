@@ -238,6 +238,9 @@ func (e *Engine) catalogAt(ctx context.Context, revision string) (*catalog.Catal
 // validate applies the renames of the revision's app versions to raw and validates it
 // against their schemas.
 func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision string) (json.RawMessage, []catalog.Unmigrated, error) {
+	if len(raw) > input.MaxConfiguration {
+		return nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is larger than %d KiB, more than any app here needs: remove what it does not need", input.MaxConfiguration>>10)
+	}
 	cat, err := e.catalogAt(ctx, revision)
 	if err != nil {
 		return nil, nil, err

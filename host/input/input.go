@@ -17,11 +17,15 @@ const (
 	MaxSnapshot = 64
 )
 
-// Request bodies, in bytes: a form or a small JSON object, and a configuration.
+// Request bodies, in bytes: a form or a small JSON object, and a configuration (as JSON,
+// or as the configure page's form, which spells it out at greater length).
 const (
 	MaxBody       = 64 << 10
 	MaxConfigBody = 1 << 20
 )
+
+// MaxConfiguration bounds a deployment's configuration as JSON, in bytes.
+const MaxConfiguration = 256 << 10
 
 // Error is a value fedhost does not take. It names the field and says what to send,
 // never shows the value.
