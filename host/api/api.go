@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -92,8 +91,7 @@ func httpError(status int) Error {
 		return Error{Code: "rate_limited", Message: "too many requests: wait and try again"}
 	}
 	if status >= 400 && status < 500 {
-		// Any other refusal: the status's own name as the code.
-		return Error{Code: strings.ReplaceAll(strings.ToLower(utils.StatusMessage(status)), " ", "_"), Message: utils.StatusMessage(status)}
+		return Error{Code: "bad_request", Message: utils.StatusMessage(status) + ": check the request against GET /api/v1/openapi.json"}
 	}
 	return Error{Code: "internal", Message: "fedhost could not answer: try again; if it keeps failing, tell your hosting provider"}
 }
