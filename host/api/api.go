@@ -96,14 +96,6 @@ func httpError(status int) Error {
 	return Error{Code: "internal", Message: "fedhost could not answer: try again; if it keeps failing, tell your hosting provider"}
 }
 
-// New returns the Fiber app of the API; Mount adds its routes to an app that also serves
-// the UI.
-func New(d Deps) *fiber.App {
-	app := fiber.New(Config(DefaultServer))
-	Mount(app, d)
-	return app
-}
-
 // Server is how the HTTP server treats its connections.
 type Server struct {
 	// ReadTimeout bounds reading a request, headers and body; IdleTimeout how long a
@@ -131,7 +123,8 @@ func Config(s Server) fiber.Config {
 	}
 }
 
-// Mount adds /healthz and the /api/v1 routes to app and returns the authorization table.
+// Mount adds /healthz and the /api/v1 routes to app, made with Config, which may also
+// serve the UI, and returns the authorization table.
 func Mount(app *fiber.App, d Deps) []Rule {
 	app.Get("/healthz", headers.Middleware(headers.DataCSP), func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok", "version": d.Version})
