@@ -87,7 +87,7 @@ func (h *handlers) catalog(c *fiber.Ctx) error {
 func (h *handlers) appSchema(c *fiber.Ctx) error {
 	a, ok := h.d.Engine.Catalog().App(c.Params("app"))
 	if !ok {
-		return &deploy.Error{Code: deploy.CodeNotFound, Message: "no app " + c.Params("app") + " in the catalog"}
+		return &deploy.Error{Code: deploy.CodeNotFound, Message: "no app of that name in the catalog: GET /api/v1/catalog lists them"}
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(a.Schema)
