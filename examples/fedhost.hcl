@@ -23,6 +23,21 @@ plugin_dir = "bin/plugins"
 log_level  = "info"
 log_format = "text"
 
+# How long the HTTP server waits: to read a request (headers and body), to write an
+# answer (a build's event stream gets this much for each write), and for a kept-alive
+# connection's next request. A client slower than these is cut.
+read_timeout  = "30s"
+write_timeout = "60s"
+idle_timeout  = "120s"
+
+# Reverse proxies in front of fedhost, as IPs or CIDRs, comma-separated: only from these
+# are X-Forwarded-Proto (https: secure cookies) and X-Real-IP (the client address in the
+# audit trail and the log-in limits) believed. Empty trusts no one.
+trusted_proxies = ""
+
+# Deployments an operator may hold (superusers: any number); 0 sets no limit.
+max_deployments_per_operator = "20"
+
 # One block per resource type the applications may ask for: which provider plugin
 # answers it, with the provider's settings and limits. Known types: secret, postgresql,
 # s3, redis, smtp, dns, tls, ldap, oidc, instance. Once this file has a resource block,

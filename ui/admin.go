@@ -52,7 +52,7 @@ func (u *UI) createOperator(c *fiber.Ctx, s *session) error {
 	if err != nil {
 		msg := err.Error()
 		if errors.Is(err, store.ErrConflict) {
-			msg = "A user named " + name + " exists already: choose another name."
+			msg = "This user name is taken: choose another."
 		}
 		return u.showOperators(c, s, fiber.StatusBadRequest, operatorsData{Name: name, Failed: msg})
 	}

@@ -46,9 +46,9 @@ func (u *UI) backupApp(ctx context.Context, d store.Deployment, app string) (dep
 	return deploy.BackupStatus{}, false, nil
 }
 
-func (u *UI) noBackupApp(c *fiber.Ctx, s *session, app string) error {
+func (u *UI) noBackupApp(c *fiber.Ctx, s *session) error {
 	return u.refusal(c, s, fiber.StatusNotFound, "Not found",
-		fmt.Sprintf("This deployment has no app %q with data to back up. Go back to the deployment and choose an app from its Backups section.", app))
+		"This deployment has no app of that name with data to back up. Go back to the deployment and choose an app from its Backups section.")
 }
 
 // snapshotID is what a restic snapshot id looks like: hexadecimal, its short form or whole.
@@ -88,7 +88,7 @@ func (u *UI) backups(c *fiber.Ctx, s *session) error {
 		return err
 	}
 	if !ok {
-		return u.noBackupApp(c, s, app)
+		return u.noBackupApp(c, s)
 	}
 	data := backupsData{D: d, Status: status, StaleHours: int(deploy.StaleAfter.Hours())}
 	if data.Running, err = u.running(s.ctx, d.ID); err != nil {
@@ -141,7 +141,7 @@ func (u *UI) backUp(c *fiber.Ctx, s *session) error {
 		if err := u.record(s.ctx, audit.Event{Action: operationAction, DeploymentID: d.ID, Result: audit.ResultInvalid, Reason: "/app"}); err != nil {
 			return err
 		}
-		return u.noBackupApp(c, s, app)
+		return u.noBackupApp(c, s)
 	}
 	b, err := u.d.Engine.Operate(s.ctx, d.ID, store.OperationBackup, deploy.Operation{App: app})
 	return u.queued(c, s, d, operationAction, b, err, func(de *deploy.Error) error {
@@ -170,7 +170,7 @@ func (u *UI) restorePage(c *fiber.Ctx, s *session) error {
 	if _, ok, err := u.backupApp(s.ctx, d, app); err != nil {
 		return err
 	} else if !ok {
-		return u.noBackupApp(c, s, app)
+		return u.noBackupApp(c, s)
 	}
 	list, err := u.snapshots(s.ctx, d.ID, app)
 	if err != nil {
@@ -202,7 +202,7 @@ func (u *UI) restore(c *fiber.Ctx, s *session) error {
 		if err := u.record(s.ctx, audit.Event{Action: operationAction, DeploymentID: d.ID, Result: audit.ResultInvalid, Reason: "/app"}); err != nil {
 			return err
 		}
-		return u.noBackupApp(c, s, app)
+		return u.noBackupApp(c, s)
 	}
 	data := restoreData{D: d, App: app, Snapshot: backup.Snapshot{ID: id}}
 	show := func(status int, message string) error {

@@ -90,7 +90,7 @@ func (u *UI) createDeployment(c *fiber.Ctx, s *session) error {
 			v.Error = de.Message
 		}
 		status := fiber.StatusBadRequest
-		if de.Code == deploy.CodeConflict {
+		if de.Code == deploy.CodeConflict || de.Code == deploy.CodeLimitReached {
 			status = fiber.StatusConflict
 		}
 		return u.render(c, status, "deployment_new", v)

@@ -75,7 +75,7 @@ func TestPreview(t *testing.T) {
 
 	photos, err := st.ListDeployments(ctx, users["alice"].ID)
 	require.NoError(t, err)
-	app := fiber.New(api.Config())
+	app := fiber.New(api.Config(api.DefaultServer))
 	api.Mount(app, api.Deps{Plugins: m, Engine: engine, Store: st, Auth: accounts, Audit: trail, Version: "preview"})
 	// A build that runs for 3 seconds, to watch build.js follow it.
 	app.Get("/_preview/simulate", func(c *fiber.Ctx) error {

@@ -64,7 +64,7 @@ func (u *UI) loginPage(c *fiber.Ctx) error {
 func (u *UI) login(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	name, next := c.FormValue("name"), localPath(c.FormValue("next"))
-	cookie, form := c.Cookies(loginCookie), c.FormValue("csrf")
+	cookie, form := c.Cookies(loginCookie), csrfOf(c)
 	if cookie == "" || subtle.ConstantTimeCompare([]byte(cookie), []byte(form)) != 1 {
 		v := u.loginView(c, name, next)
 		v.Error = "This log-in form has expired or was sent from another site: log in again with this one."

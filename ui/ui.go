@@ -20,6 +20,8 @@ import (
 	"github.com/fedhost/fedhost/host/auth"
 	"github.com/fedhost/fedhost/host/backup"
 	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/headers"
+	"github.com/fedhost/fedhost/host/input"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/ui/form"
@@ -85,6 +87,8 @@ type handler func(c *fiber.Ctx, s *session) error
 
 // Mount registers the pages on app, beside the API's /api/v1.
 func (u *UI) Mount(app *fiber.App) {
+	// A form is small; a configuration may be large (the server reads no more).
+	small, configuration := u.bodyLimit(input.MaxBody), u.bodyLimit(input.MaxConfigBody)
 	app.Get("/static/form.js", func(c *fiber.Ctx) error {
 		c.Type("js")
 		c.Set(fiber.HeaderCacheControl, "no-cache")
@@ -92,46 +96,57 @@ func (u *UI) Mount(app *fiber.App) {
 	})
 	app.Get("/static/:file", u.static)
 	app.Get("/login", u.loginPage)
-	app.Post("/login", u.login)
+	app.Post("/login", small, u.login)
 	app.Get("/login/oidc", u.oidcStart)
 	app.Get("/login/oidc/callback", u.oidcCallback)
-	app.Post("/logout", u.signedIn(u.logout))
+	app.Post("/logout", small, u.signedIn(u.logout))
 	app.Get("/", func(c *fiber.Ctx) error { return c.Redirect("/deployments", fiber.StatusSeeOther) })
 
 	app.Get("/deployments", u.signedIn(u.deployments))
 	app.Get("/deployments/new", u.signedIn(u.newDeployment))
-	app.Post("/deployments/new", u.signedIn(u.createDeployment))
+	app.Post("/deployments/new", small, u.signedIn(u.createDeployment))
 	app.Get("/deployments/:id", u.signedIn(u.deployment))
-	app.Post("/deployments/:id/suspend", u.signedIn(u.operation("deployment.suspend", (*deploy.Engine).Suspend)))
-	app.Post("/deployments/:id/resume", u.signedIn(u.operation("deployment.resume", (*deploy.Engine).Resume)))
+	app.Post("/deployments/:id/suspend", small, u.signedIn(u.operation("deployment.suspend", (*deploy.Engine).Suspend)))
+	app.Post("/deployments/:id/resume", small, u.signedIn(u.operation("deployment.resume", (*deploy.Engine).Resume)))
 	app.Get("/deployments/:id/destroy", u.signedIn(u.destroyPage))
-	app.Post("/deployments/:id/destroy", u.signedIn(u.destroy))
+	app.Post("/deployments/:id/destroy", small, u.signedIn(u.destroy))
 	app.Get("/deployments/:id/configure", u.signedIn(u.configurePage))
-	app.Post("/deployments/:id/configure", u.signedIn(u.configure))
+	app.Post("/deployments/:id/configure", configuration, u.signedIn(u.configure))
 	app.Get("/deployments/:id/builds", u.signedIn(u.history))
 	app.Get("/deployments/:id/policy", u.signedIn(u.policyPage))
-	app.Post("/deployments/:id/policy", u.signedIn(u.setPolicy))
+	app.Post("/deployments/:id/policy", small, u.signedIn(u.setPolicy))
 	app.Get("/deployments/:id/backups/:app", u.signedIn(u.backups))
-	app.Post("/deployments/:id/backups/:app", u.signedIn(u.backUp))
+	app.Post("/deployments/:id/backups/:app", small, u.signedIn(u.backUp))
 	app.Get("/deployments/:id/backups/:app/restore/:snapshot", u.signedIn(u.restorePage))
-	app.Post("/deployments/:id/backups/:app/restore/:snapshot", u.signedIn(u.restore))
+	app.Post("/deployments/:id/backups/:app/restore/:snapshot", small, u.signedIn(u.restore))
 	app.Get("/builds/:id", u.signedIn(u.build))
 
 	app.Get("/account", u.signedIn(u.account))
-	app.Post("/account/tokens", u.signedIn(u.createToken))
-	app.Post("/account/tokens/:token/revoke", u.signedIn(u.revokeToken))
+	app.Post("/account/tokens", small, u.signedIn(u.createToken))
+	app.Post("/account/tokens/:token/revoke", small, u.signedIn(u.revokeToken))
 	app.Get(passwordPath, u.signedIn(u.passwordPage))
-	app.Post(passwordPath, u.signedIn(u.changePassword))
+	app.Post(passwordPath, small, u.signedIn(u.changePassword))
 
 	app.Get("/admin/operators", u.signedIn(u.superuser("admin.operators", u.operators)))
-	app.Post("/admin/operators", u.signedIn(u.superuser("user.create", u.createOperator)))
+	app.Post("/admin/operators", small, u.signedIn(u.superuser("user.create", u.createOperator)))
 	app.Get("/admin/operators/:name", u.signedIn(u.superuser("admin.operators", u.operatorPage)))
-	app.Post("/admin/operators/:name/tokens/:token/revoke", u.signedIn(u.superuser("token.revoke", u.revokeOperatorToken)))
-	app.Post("/admin/operators/:name/:change", u.signedIn(u.superuser("user.change", u.changeOperator)))
+	app.Post("/admin/operators/:name/tokens/:token/revoke", small, u.signedIn(u.superuser("token.revoke", u.revokeOperatorToken)))
+	app.Post("/admin/operators/:name/:change", small, u.signedIn(u.superuser("user.change", u.changeOperator)))
 	app.Get("/admin/plugins", u.signedIn(u.superuser("admin.plugins", u.pluginsPage)))
 	app.Get("/admin/catalog", u.signedIn(u.superuser("admin.catalog", u.catalogPage)))
 	app.Get("/admin/jobs", u.signedIn(u.superuser("admin.jobs", u.jobs)))
-	app.Post("/admin/jobs/:id/cancel", u.signedIn(u.superuser("build.cancel", u.cancelJob)))
+	app.Post("/admin/jobs/:id/cancel", small, u.signedIn(u.superuser("build.cancel", u.cancelJob)))
+}
+
+// bodyLimit refuses a form over max bytes with a page that says so, before it is read.
+func (u *UI) bodyLimit(max int) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if len(c.Request().Body()) > max {
+			return u.refusal(c, nil, fiber.StatusRequestEntityTooLarge, "Too large",
+				fmt.Sprintf("This form sent more than %d KiB, more than fedhost takes here. Shorten what you typed and send it again.", max>>10))
+		}
+		return c.Next()
+	}
 }
 
 func (u *UI) static(c *fiber.Ctx) error {
@@ -166,8 +181,8 @@ func (u *UI) signedIn(h handler) fiber.Handler {
 		c.Locals("user", sess.User)
 		s := &session{User: sess.User, CSRF: sess.CSRFToken, ctx: ctx}
 		if c.Method() != fiber.MethodGet && c.Method() != fiber.MethodHead {
-			if subtle.ConstantTimeCompare([]byte(c.FormValue("csrf")), []byte(sess.CSRFToken)) != 1 {
-				if err := u.record(ctx, audit.Event{Action: "session.csrf", Result: audit.ResultDenied, Reason: c.Path()}); err != nil {
+			if subtle.ConstantTimeCompare([]byte(csrfOf(c)), []byte(sess.CSRFToken)) != 1 {
+				if err := u.record(ctx, audit.Event{Action: "session.csrf", Result: audit.ResultDenied, Reason: c.Route().Path}); err != nil {
 					return u.failure(c, s, err)
 				}
 				return u.refusal(c, s, fiber.StatusForbidden, "Forbidden",
@@ -187,6 +202,22 @@ func (u *UI) signedIn(h handler) fiber.Handler {
 
 // passwordPath is the page that changes the signed-in user's password.
 const passwordPath = "/account/password"
+
+// csrfOf is the CSRF token of an unsafe request: from the form's body, or the
+// X-CSRF-Token header of a script; never from the query string, which an address
+// shared, logged or sent on as Referer would give away.
+func csrfOf(c *fiber.Ctx) string {
+	if v := c.Get("X-CSRF-Token"); v != "" {
+		return v
+	}
+	if f, err := c.MultipartForm(); err == nil {
+		if v := f.Value["csrf"]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
+	return string(c.Request().PostArgs().Peek("csrf"))
+}
 
 // superuser lets only superusers through to h and records the refusal of anyone else.
 func (u *UI) superuser(action string, h handler) handler {
@@ -292,10 +323,7 @@ func (u *UI) render(c *fiber.Ctx, status int, page string, v view) error {
 	if err := t.ExecuteTemplate(&b, "layout", v); err != nil {
 		return fmt.Errorf("rendering page %s: %w", page, err)
 	}
-	c.Set(fiber.HeaderContentSecurityPolicy, "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
-	c.Set(fiber.HeaderXContentTypeOptions, "nosniff")
-	c.Set(fiber.HeaderReferrerPolicy, "same-origin")
-	c.Set(fiber.HeaderCacheControl, "no-store")
+	headers.Set(c, headers.PageCSP)
 	c.Type("html", "utf-8")
 	return c.Status(status).Send(b.Bytes())
 }
@@ -365,10 +393,51 @@ func buildDuration(b store.Build) string {
 	return d.Round(time.Minute).String()
 }
 
-// localPath keeps a redirect after login on this site.
+// home is where a log-in goes when it was given no address of this site to return to.
+const home = "/deployments"
+
+// maxNext bounds the address a log-in returns to: longer ones are no page of fedhost.
+const maxNext = 2048
+
+// localPath keeps a redirect after login on this site: next is used only if it is a
+// path of this origin however a browser reads it, else the log-in goes home.
 func localPath(next string) string {
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		return "/deployments"
+	if !samePath(next) {
+		return home
 	}
 	return next
 }
+
+// samePath reports whether p is an absolute path of this origin, as a browser
+// normalises it (it drops tabs and newlines, and reads a backslash as a slash) and as
+// a later decoding of its percent-encoding would read it: so "/\t/evil.example",
+// "/\\evil.example" and "/%2F%2Fevil.example" are not.
+func samePath(p string) bool {
+	if len(p) > maxNext {
+		return false
+	}
+	for range 3 {
+		if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.IndexFunc(p, unsafeInPath) >= 0 {
+			return false
+		}
+		u, err := url.Parse(p)
+		if err != nil || u.Scheme != "" || u.Host != "" || u.User != nil || u.Opaque != "" {
+			return false
+		}
+		decoded, err := url.PathUnescape(p)
+		if err != nil {
+			return false
+		}
+		if decoded == p {
+			return true
+		}
+		p = decoded
+	}
+	// Encoded more than three times over: no link of fedhost is.
+	return false
+}
+
+// unsafeInPath is a rune a browser drops from or rewrites in a URL (control
+// characters, tabs and newlines, the backslash) or one that would hide what the path
+// says (bidirectional overrides, invalid UTF-8).
+func unsafeInPath(r rune) bool { return r == '\\' || input.Unsafe(r) }

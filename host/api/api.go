@@ -5,15 +5,19 @@ import (
 	"fmt"
 	"runtime/debug"
 	"sort"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/gofiber/fiber/v2/middleware/requestid"
+	"github.com/gofiber/fiber/v2/utils"
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/auth"
 	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/headers"
+	"github.com/fedhost/fedhost/host/input"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/sdk/schema"
@@ -44,10 +48,12 @@ var statusOf = map[string]int{
 	deploy.CodeConflict:             fiber.StatusConflict,
 	deploy.CodeQueueFull:            fiber.StatusConflict,
 	deploy.CodeUnavailable:          fiber.StatusServiceUnavailable,
+	deploy.CodeLimitReached:         fiber.StatusConflict,
 	"build_timeout":                 fiber.StatusGatewayTimeout,
 }
 
 func errorHandler(c *fiber.Ctx, err error) error {
+	headers.Set(c, headers.DataCSP)
 	body, status := Error{Code: "internal", Message: err.Error()}, fiber.StatusInternalServerError
 	var de *deploy.Error
 	var fe *fiber.Error
@@ -64,33 +70,69 @@ func errorHandler(c *fiber.Ctx, err error) error {
 	case errors.Is(err, store.ErrNotFound):
 		body.Code, status = deploy.CodeNotFound, fiber.StatusNotFound
 	case errors.As(err, &fe):
+		// Fiber's and fasthttp's messages may quote the request: the answer says its own.
 		status = fe.Code
-		switch status {
-		case fiber.StatusNotFound:
-			body.Code = deploy.CodeNotFound
-		case fiber.StatusBadRequest:
-			// fasthttp's reasons quote the request (a malformed multipart header line).
-			body.Code = deploy.CodeInvalidConfiguration
-			body.Message = "the request cannot be read: check its Content-Type and that the body is in that form"
-		}
+		body = httpError(status)
 	}
 	return c.Status(status).JSON(fiber.Map{"error": body})
 }
 
-// New returns the Fiber app of the API; Mount adds its routes to an app that also serves
-// the UI.
-func New(d Deps) *fiber.App {
-	app := fiber.New(Config())
-	Mount(app, d)
-	return app
+// httpError is the answer to a request refused by HTTP itself, before any handler: a
+// code for every status, and what to do.
+func httpError(status int) Error {
+	switch status {
+	case fiber.StatusBadRequest:
+		return Error{Code: "bad_request", Message: "this is not an HTTP request fedhost can read: check the request line, headers and body"}
+	case fiber.StatusNotFound:
+		return Error{Code: deploy.CodeNotFound, Message: "no such route: GET /api/v1/openapi.json lists them"}
+	case fiber.StatusMethodNotAllowed:
+		return Error{Code: "method_not_allowed", Message: "this route does not take this method: GET /api/v1/openapi.json lists them"}
+	case fiber.StatusRequestTimeout:
+		return Error{Code: "request_timeout", Message: "the request was not received in time: send it again, whole"}
+	case fiber.StatusRequestEntityTooLarge:
+		return Error{Code: "body_too_large", Message: "the request body is larger than this route takes: send a smaller one"}
+	case fiber.StatusRequestHeaderFieldsTooLarge:
+		return Error{Code: "headers_too_large", Message: "the request line or headers are too large: send shorter ones"}
+	case fiber.StatusUnsupportedMediaType:
+		return Error{Code: "unsupported_media_type", Message: "send the body as application/json"}
+	case fiber.StatusTooManyRequests:
+		return Error{Code: "rate_limited", Message: "too many requests: wait and try again"}
+	}
+	if status >= 400 && status < 500 {
+		return Error{Code: "bad_request", Message: utils.StatusMessage(status) + ": check the request against GET /api/v1/openapi.json"}
+	}
+	return Error{Code: "internal", Message: "fedhost could not answer: try again; if it keeps failing, tell your hosting provider"}
 }
 
-// Config is the Fiber configuration the API needs: its error answers.
-func Config() fiber.Config {
-	return fiber.Config{DisableStartupMessage: true, ErrorHandler: errorHandler, BodyLimit: 16 << 20}
+// Server is how the HTTP server treats its connections.
+type Server struct {
+	// ReadTimeout bounds reading a request, headers and body; IdleTimeout how long a
+	// kept-alive connection may wait for its next request; WriteTimeout writing an
+	// answer (an event stream extends it at each write: see buildEvents).
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// TrustedProxies are the addresses (IPs or CIDRs) whose X-Forwarded-Proto and
+	// X-Real-IP headers are believed; none by default.
+	TrustedProxies []string
 }
 
-// Mount adds /healthz and the /api/v1 routes to app and returns the authorization table.
+// DefaultServer is the server of the embedded default and of tests.
+var DefaultServer = Server{ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
+
+// Config is the Fiber configuration the API needs: its error answers, the largest body
+// a route takes (each route takes less but a configuration: see route),
+// the timeouts and trusted proxies of s.
+func Config(s Server) fiber.Config {
+	return fiber.Config{
+		DisableStartupMessage: true, ErrorHandler: errorHandler, BodyLimit: input.MaxConfigBody,
+		ReadTimeout: s.ReadTimeout, WriteTimeout: s.WriteTimeout, IdleTimeout: s.IdleTimeout,
+		// With the check on and no proxies listed, no client's forwarding headers count.
+		EnableTrustedProxyCheck: true, TrustedProxies: s.TrustedProxies,
+		ProxyHeader: "X-Real-IP", EnableIPValidation: true,
+	}
+}
+
+// Mount adds /healthz and the /api/v1 routes to app, made with Config, which may also
+// serve the UI, and returns the authorization table.
 func Mount(app *fiber.App, d Deps) []Rule {
 	// A handler's panic answers its own request with 500 instead of ending the host, for
 	// the UI's routes too, which are mounted after these.
@@ -101,14 +143,14 @@ func Mount(app *fiber.App, d Deps) []Rule {
 	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: func(c *fiber.Ctx, e any) {
 		logger.Error("a handler panicked", "method", c.Method(), "route", c.Route().Path, "panic", fmt.Sprint(e), "stack", string(debug.Stack()))
 	}}))
-	app.Get("/healthz", func(c *fiber.Ctx) error {
+	app.Get("/healthz", headers.Middleware(headers.DataCSP), func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok", "version": d.Version})
 	})
 	h := &handlers{d: d}
-	v1 := app.Group("/api/v1", requestid.New(), h.authenticate)
+	v1 := app.Group("/api/v1", headers.Middleware(headers.DataCSP), requestid.New(), h.authenticate)
 	h.routes(v1)
 	v1.Use(func(c *fiber.Ctx) error {
-		return fiber.NewError(fiber.StatusNotFound, "no such route: see GET /api/v1/openapi.json for the routes")
+		return fiber.ErrNotFound
 	})
 	return h.table
 }

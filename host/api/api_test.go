@@ -31,6 +31,13 @@ type bundle struct {
 // plugin manager of an empty plugin directory: enough for everything but builds.
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupWith(t, api.DefaultServer, deploy.Options{})
+}
+
+// setupWith is setup with the server settings srv and the engine options of opts
+// (Store and Plugins are set here).
+func setupWith(t *testing.T, srv api.Server, opts deploy.Options) *bundle {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Config{Database: "sqlite", DataDir: t.TempDir()})
 	require.NoError(t, err)
@@ -39,8 +46,10 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	trail := audit.New(st, audit.Options{})
 	accounts := auth.New(st, auth.Options{Audit: trail})
-	engine := deploy.New(deploy.Options{Store: st, Plugins: m})
-	app := api.New(api.Deps{Plugins: m, Engine: engine, Store: st, Auth: accounts, Audit: trail, Version: "1.2.3"})
+	opts.Store, opts.Plugins = st, m
+	engine := deploy.New(opts)
+	app := fiber.New(api.Config(srv))
+	api.Mount(app, api.Deps{Plugins: m, Engine: engine, Store: st, Auth: accounts, Audit: trail, Version: "1.2.3"})
 	return &bundle{app: app, st: st, accounts: accounts, trail: trail}
 }
 
@@ -326,7 +335,7 @@ func TestRefusedBuildCallsAreAuditedUnderTheBuild(t *testing.T) {
 // A handler that panics answers 500 and the host goes on serving.
 func TestPanicAnswersItsRequestOnly(t *testing.T) {
 	t.Parallel()
-	app := fiber.New(api.Config())
+	app := fiber.New(api.Config(api.DefaultServer))
 	api.Mount(app, api.Deps{})
 	app.Get("/boom", func(*fiber.Ctx) error { panic("boom") })
 	resp, err := app.Test(httptest.NewRequest(http.MethodGet, "/boom", nil))

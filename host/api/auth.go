@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"mime"
 	"net/url"
 	"strconv"
@@ -15,6 +16,7 @@ import (
 	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/auth"
 	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/input"
 	"github.com/fedhost/fedhost/host/store"
 )
 
@@ -90,7 +92,11 @@ func requestID(c *fiber.Ctx) string {
 // call in the audit trail, "" for a call that changes nothing.
 func (h *handlers) route(r fiber.Router, method, path string, rule Access, action string, handler fiber.Handler) {
 	h.table = append(h.table, Rule{Method: method, Path: path, Access: rule, Action: action})
-	r.Add(method, path, func(c *fiber.Ctx) error {
+	limit := input.MaxBody
+	if configRoutes[path] {
+		limit = input.MaxConfigBody
+	}
+	r.Add(method, path, input.BodyLimit(limit), func(c *fiber.Ctx) error {
 		if err := h.authorize(c, rule, action); err != nil {
 			return err
 		}
@@ -108,6 +114,9 @@ func (h *handlers) route(r fiber.Router, method, path string, rule Access, actio
 		return err
 	})
 }
+
+// configRoutes take a whole configuration as their body; every other route a small one.
+var configRoutes = map[string]bool{"/deployments/:id/submit": true, "/deployments/:id/preview": true}
 
 // Rule is one line of the authorization table.
 type Rule struct {
@@ -487,6 +496,10 @@ func (h *handlers) newToken(c *fiber.Ctx) error {
 	}
 	cl, _ := callerOf(c)
 	token, t, err := h.d.Auth.NewToken(c.UserContext(), cl.user.ID, req.Name, time.Duration(req.LifetimeDays)*24*time.Hour)
+	var bad *input.Error
+	if errors.As(err, &bad) {
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/name", Message: bad.Error()}
+	}
 	if err != nil {
 		return err
 	}
@@ -514,11 +527,15 @@ type AuditEvent struct {
 func (h *handlers) auditEvents(filter func(*fiber.Ctx) func(store.AuditEvent) bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		only := filter(c)
-		after := int64(c.QueryInt("after", 0))
-		limit := c.QueryInt("limit", 200)
-		if limit < 1 || limit > 1000 {
-			limit = 200
+		from, err := queryInt(c, "after", 0, 0, math.MaxInt)
+		if err != nil {
+			return err
 		}
+		limit, err := queryInt(c, "limit", 200, 1, 1000)
+		if err != nil {
+			return err
+		}
+		after := int64(from)
 		out := []AuditEvent{}
 		for len(out) < limit {
 			rows, err := h.d.Store.AuditEvents(c.UserContext(), after, 1000)

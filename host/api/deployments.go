@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -96,7 +97,7 @@ func (h *handlers) catalog(c *fiber.Ctx) error {
 func (h *handlers) appSchema(c *fiber.Ctx) error {
 	a, ok := h.d.Engine.Catalog().App(c.Params("app"))
 	if !ok {
-		return &deploy.Error{Code: deploy.CodeNotFound, Message: "no app " + c.Params("app") + " in the catalog"}
+		return &deploy.Error{Code: deploy.CodeNotFound, Message: "no app of that name in the catalog: GET /api/v1/catalog lists them"}
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(a.Schema)
@@ -194,9 +195,9 @@ func (h *handlers) listDeployments(c *fiber.Ctx) error {
 	if cl.user.Superuser {
 		owner = ""
 	}
-	limit := c.QueryInt("limit", defaultPage)
-	if limit < 1 || limit > maxPage {
-		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/limit", Message: fmt.Sprintf("limit is 1 to %d", maxPage)}
+	limit, err := queryInt(c, "limit", defaultPage, 1, maxPage)
+	if err != nil {
+		return err
 	}
 	ds, err := h.d.Store.ListDeploymentSummaries(c.UserContext(), owner, c.Query("before"), limit)
 	if err != nil {
@@ -210,6 +211,21 @@ func (h *handlers) listDeployments(c *fiber.Ctx) error {
 		c.Set(NextPageHeader, ds[len(ds)-1].ID)
 	}
 	return c.JSON(out)
+}
+
+// queryInt is the query parameter name as a whole number from min to max, def when it
+// is absent; anything else is refused, naming the parameter.
+func queryInt(c *fiber.Ctx, name string, def, min, max int) (int, error) {
+	v := c.Query(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < min || n > max {
+		return 0, &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/" + name,
+			Message: fmt.Sprintf("the query parameter %s is a whole number from %d to %d", name, min, max)}
+	}
+	return n, nil
 }
 
 // Pages of the deployments list.

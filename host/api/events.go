@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -42,7 +43,10 @@ func (h *handlers) buildEvents(c *fiber.Ctx) error {
 	id := c.Params("id")
 	// ?after=N says where a first connection starts; a browser's reconnect says where it
 	// stopped with Last-Event-ID, which wins.
-	after := c.QueryInt("after", 0)
+	after, err := queryInt(c, "after", 0, 0, math.MaxInt)
+	if err != nil {
+		return err
+	}
 	if id, err := strconv.Atoi(c.Get("Last-Event-ID")); err == nil {
 		after = id
 	}
@@ -54,9 +58,18 @@ func (h *handlers) buildEvents(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
 	ctx := context.WithoutCancel(c.UserContext())
+	// A stream outlives the server's write timeout: each write gets that much time
+	// anew, so a stream that flows stays open and one whose reader stopped is cut.
+	conn, writeTimeout := c.Context().Conn(), c.App().Config().WriteTimeout
+	extend := func() {
+		if writeTimeout > 0 {
+			_ = conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		}
+	}
 	c.Context().SetBodyStreamWriter(fasthttp.StreamWriter(func(w *bufio.Writer) {
 		last := after
 		for {
+			extend()
 			b, err := st.GetBuild(ctx, id)
 			if err != nil {
 				return

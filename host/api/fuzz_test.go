@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"encoding/json"
+	"github.com/gofiber/fiber/v2"
 	"io"
 	"net"
 	"net/http"
@@ -72,7 +73,8 @@ func FuzzRequestBodies(f *testing.F) {
 		f.Fatal(err)
 	}
 	engine.SetQueue(q)
-	app := api.New(api.Deps{Plugins: m, Engine: engine, Store: st, Auth: accounts, Audit: trail, Version: "1.2.3"})
+	app := fiber.New(api.Config(api.DefaultServer))
+	api.Mount(app, api.Deps{Plugins: m, Engine: engine, Store: st, Auth: accounts, Audit: trail, Version: "1.2.3"})
 
 	root, _, err := accounts.CreateUser(ctx, "root", true)
 	if err != nil {

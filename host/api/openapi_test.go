@@ -292,7 +292,7 @@ func TestOpenAPIIsServed(t *testing.T) {
 func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	t.Parallel()
 	// Registering the routes uses no dependency: no handler runs here.
-	app := fiber.New(Config())
+	app := fiber.New(Config(DefaultServer))
 	Mount(app, Deps{})
 
 	registered := map[string]bool{}
@@ -331,7 +331,7 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 // owner or superuser route can answer 403.
 func TestOpenAPISecurityFollowsTheAuthorizationTable(t *testing.T) {
 	t.Parallel()
-	rules := Mount(fiber.New(Config()), Deps{})
+	rules := Mount(fiber.New(Config(DefaultServer)), Deps{})
 	require.NotEmpty(t, rules)
 	ops := operations(t, openAPIDoc(t))
 	for _, r := range rules {

@@ -24,6 +24,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fedhost/fedhost/host/audit"
+	"github.com/fedhost/fedhost/host/input"
 	"github.com/fedhost/fedhost/host/store"
 )
 
@@ -591,8 +592,8 @@ func (s *Service) NewToken(ctx context.Context, userID, name string, lifetime ti
 		err := fmt.Errorf("token lifetime %s: give a lifetime between 1 second and 1 year (8760h)", lifetime)
 		return "", Token{}, errors.Join(err, s.record(ctx, audit.Event{Action: "token.create", Subject: userID, Result: audit.ResultInvalid, Reason: "lifetime"}))
 	}
-	if name == "" || len(name) > 128 {
-		err := errors.New("token name: give 1 to 128 characters that say what the token is for")
+	if name == "" || input.Text("token name", name, input.MaxName) != nil {
+		err := &input.Error{Field: "token name", Problem: fmt.Sprintf("give 1 to %d bytes of printable text that say what the token is for", input.MaxName)}
 		return "", Token{}, errors.Join(err, s.record(ctx, audit.Event{Action: "token.create", Subject: userID, Result: audit.ResultInvalid, Reason: "name"}))
 	}
 	now := s.clock()

@@ -158,7 +158,7 @@ func (o *OIDC) Finish(ctx context.Context, code, state, nonce, verifier, gotStat
 	// Names are lowercase in fedhost, so "Alice" at the provider is the account "alice".
 	name := strings.ToLower(claimed)
 	if !namePattern.MatchString(name) {
-		return o.refuse(ctx, "", "username claim", fmt.Sprintf("%q (claim %s) cannot be a fedhost user name, which has 1 to 64 lowercase letters, digits and . _ @ -: tell your hosting provider", claimed, o.cfg.UsernameClaim))
+		return o.refuse(ctx, "", "username claim", fmt.Sprintf("the %s claim of the ID token cannot be a fedhost user name, which has 1 to 64 lowercase letters, digits and . _ @ -: tell your hosting provider", o.cfg.UsernameClaim))
 	}
 	superuser := o.cfg.SuperuserGroup != "" && slices.Contains(stringsOf(claims[groupsClaim]), o.cfg.SuperuserGroup)
 

@@ -81,6 +81,8 @@ func (e *env) serve(ctx context.Context) error {
 		BackupPolicy:      backupPolicy(cfg),
 		BuildLogRetention: cfg.BuildLogRetention(),
 		AuditRetention:    cfg.AuditRetention(),
+
+		MaxDeploymentsPerOperator: cfg.DeploymentLimit(),
 	})
 	revision, err := engine.RecordRevision(ctx)
 	if err != nil {
@@ -139,7 +141,8 @@ func (e *env) serve(ctx context.Context) error {
 		}
 	}()
 
-	app := fiber.New(api.Config())
+	read, write, idle := cfg.Timeouts()
+	app := fiber.New(api.Config(api.Server{ReadTimeout: read, WriteTimeout: write, IdleTimeout: idle, TrustedProxies: cfg.Proxies()}))
 	api.Mount(app, api.Deps{Plugins: manager, Engine: engine, Store: st, Auth: accounts, Audit: trail, Logger: log.Named("api"), Version: Version})
 	uiDeps := ui.Deps{Engine: engine, Store: st, Auth: accounts, Audit: trail, Plugins: manager, Version: Version, OIDC: operatorOIDC}
 	if operatorOIDC != nil {

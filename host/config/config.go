@@ -45,6 +45,18 @@ type Config struct {
 	// BuildLogRetentionDays is how many days the logs of finished builds are kept ("0"
 	// keeps all).
 	BuildLogRetentionDays string
+	// ReadTimeout, WriteTimeout and IdleTimeout bound reading a request, writing an
+	// answer (a build's event stream extends it at each write) and a kept-alive
+	// connection's wait for its next request (durations).
+	ReadTimeout  string
+	WriteTimeout string
+	IdleTimeout  string
+	// TrustedProxies lists, comma-separated, the addresses (IPs or CIDRs) of the reverse
+	// proxies whose X-Forwarded-Proto and X-Real-IP headers are believed; "" trusts none.
+	TrustedProxies string
+	// MaxDeploymentsPerOperator is how many deployments an operator who is not a
+	// superuser may hold, destroyed ones not counted ("0" sets no limit).
+	MaxDeploymentsPerOperator string
 	// Resources lists, per resource type, the provider that answers it.
 	Resources []Resource
 	// Registrars lists the registrar drivers in use.
@@ -168,6 +180,11 @@ func Default() *Config {
 		BackupSchedule:        "@daily",
 		BackupKeepWithin:      "30d",
 		BuildLogRetentionDays: "30",
+		ReadTimeout:           "30s",
+		WriteTimeout:          "60s",
+		IdleTimeout:           "120s",
+
+		MaxDeploymentsPerOperator: "20",
 		Resources: []Resource{
 			{Type: "postgresql", Provider: "postgresql", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
 			{Type: "s3", Provider: "versitygw", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
@@ -271,4 +288,29 @@ func (c *Config) BuildLogRetention() time.Duration {
 func (c *Config) AuditRetention() time.Duration {
 	days, _ := strconv.Atoi(c.AuditRetentionDays)
 	return time.Duration(days) * 24 * time.Hour
+}
+
+// Timeouts are ReadTimeout, WriteTimeout and IdleTimeout as durations (validated at load).
+func (c *Config) Timeouts() (read, write, idle time.Duration) {
+	read, _ = time.ParseDuration(c.ReadTimeout)
+	write, _ = time.ParseDuration(c.WriteTimeout)
+	idle, _ = time.ParseDuration(c.IdleTimeout)
+	return read, write, idle
+}
+
+// Proxies is TrustedProxies as a list; empty when none is trusted.
+func (c *Config) Proxies() []string {
+	var out []string
+	for _, p := range strings.Split(c.TrustedProxies, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// DeploymentLimit is MaxDeploymentsPerOperator as a number; 0 sets no limit.
+func (c *Config) DeploymentLimit() int {
+	n, _ := strconv.Atoi(c.MaxDeploymentsPerOperator)
+	return n
 }

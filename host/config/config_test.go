@@ -140,6 +140,11 @@ func requireSettings(t *testing.T, want, got *config.Config) {
 	require.Equal(t, want.LogLevel, got.LogLevel, "log_level")
 	require.Equal(t, want.LogFormat, got.LogFormat, "log_format")
 	require.Equal(t, want.File, got.File, "file")
+	require.Equal(t, want.ReadTimeout, got.ReadTimeout, "read_timeout")
+	require.Equal(t, want.WriteTimeout, got.WriteTimeout, "write_timeout")
+	require.Equal(t, want.IdleTimeout, got.IdleTimeout, "idle_timeout")
+	require.Equal(t, want.TrustedProxies, got.TrustedProxies, "trusted_proxies")
+	require.Equal(t, want.MaxDeploymentsPerOperator, got.MaxDeploymentsPerOperator, "max_deployments_per_operator")
 }
 
 func TestLoadConfigPath(t *testing.T) {
@@ -573,4 +578,25 @@ func TestBackupScheduleTimeZones(t *testing.T) {
 	require.NoError(t, err)
 	s, _ = c.BackupPolicy("miniflux")
 	require.Equal(t, "TZ=America/New_York 30 6 * * *", s)
+}
+
+func TestServerSettings(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load("", env("FEDHOST_READ_TIMEOUT=5s", "FEDHOST_TRUSTED_PROXIES=10.0.0.0/8, 192.0.2.7", "FEDHOST_MAX_DEPLOYMENTS_PER_OPERATOR=3"), flags(t, "--idle-timeout=2m"))
+	require.NoError(t, err)
+	read, write, idle := cfg.Timeouts()
+	require.Equal(t, []time.Duration{5 * time.Second, time.Minute, 2 * time.Minute}, []time.Duration{read, write, idle})
+	require.Equal(t, []string{"10.0.0.0/8", "192.0.2.7"}, cfg.Proxies())
+	require.Equal(t, 3, cfg.DeploymentLimit())
+	require.Empty(t, config.Default().Proxies(), "no proxy is trusted by default")
+
+	for _, bad := range []struct{ env, want string }{
+		{"FEDHOST_READ_TIMEOUT=0s", "read_timeout (env FEDHOST_READ_TIMEOUT): \"0s\" is not a duration from 1s to 1h"},
+		{"FEDHOST_WRITE_TIMEOUT=soon", "write_timeout (env FEDHOST_WRITE_TIMEOUT)"},
+		{"FEDHOST_TRUSTED_PROXIES=10.0.0.0/8,proxy.example", "trusted_proxies (env FEDHOST_TRUSTED_PROXIES): entry 2 (\"proxy.example\") is neither an IP address nor a CIDR"},
+		{"FEDHOST_MAX_DEPLOYMENTS_PER_OPERATOR=-1", "max_deployments_per_operator (env FEDHOST_MAX_DEPLOYMENTS_PER_OPERATOR)"},
+	} {
+		_, err := config.Load("", env(bad.env), nil)
+		require.ErrorContains(t, err, bad.want)
+	}
 }

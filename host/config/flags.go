@@ -30,6 +30,11 @@ var settings = []setting{
 	{"update_check_interval", "how often update policies are evaluated, a duration such as 1m", func(c *Config) *string { return &c.UpdateCheckInterval }},
 	{"backup_schedule", "when apps are backed up: a cron spec such as @daily or 30 3 * * *", func(c *Config) *string { return &c.BackupSchedule }},
 	{"backup_keep_within", "how long backups are kept, as restic's --keep-within such as 30d", func(c *Config) *string { return &c.BackupKeepWithin }},
+	{"read_timeout", "longest time to read a request, headers and body, a duration such as 30s", func(c *Config) *string { return &c.ReadTimeout }},
+	{"write_timeout", "longest time to write an answer (event streams: each write), a duration such as 60s", func(c *Config) *string { return &c.WriteTimeout }},
+	{"idle_timeout", "longest wait of a kept-alive connection for its next request, a duration such as 120s", func(c *Config) *string { return &c.IdleTimeout }},
+	{"trusted_proxies", "comma-separated IPs or CIDRs of reverse proxies whose X-Forwarded-Proto and X-Real-IP are believed; empty trusts none", func(c *Config) *string { return &c.TrustedProxies }},
+	{"max_deployments_per_operator", "deployments an operator (not a superuser) may hold; 0 sets no limit", func(c *Config) *string { return &c.MaxDeploymentsPerOperator }},
 	{"build_log_retention_days", "days the logs of finished builds are kept; 0 keeps all", func(c *Config) *string { return &c.BuildLogRetentionDays }},
 }
 

@@ -61,6 +61,19 @@ func (c *Config) validate() error {
 	if days, err := strconv.Atoi(c.BuildLogRetentionDays); err != nil || days < 0 {
 		bad("build_log_retention_days", "%q is not a number of days; use 0 to keep all build logs, or e.g. 30", c.BuildLogRetentionDays)
 	}
+	for _, t := range []struct{ name, value string }{{"read_timeout", c.ReadTimeout}, {"write_timeout", c.WriteTimeout}, {"idle_timeout", c.IdleTimeout}} {
+		if d, err := time.ParseDuration(t.value); err != nil || d < time.Second || d > time.Hour {
+			bad(t.name, "%q is not a duration from 1s to 1h; use e.g. 30s or 2m", t.value)
+		}
+	}
+	for i, p := range c.Proxies() {
+		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
+			bad("trusted_proxies", "entry %d (%q) is neither an IP address nor a CIDR; list proxies as e.g. 10.0.0.0/8, 192.0.2.7", i+1, p)
+		}
+	}
+	if n, err := strconv.Atoi(c.MaxDeploymentsPerOperator); err != nil || n < 0 {
+		bad("max_deployments_per_operator", "%q is not a number of deployments; use 0 for no limit, or e.g. 20", c.MaxDeploymentsPerOperator)
+	}
 	validateBackups("backup_", c.BackupSchedule, c.BackupKeepWithin, bad)
 	apps := make([]string, 0, len(c.Backups))
 	for app := range c.Backups {

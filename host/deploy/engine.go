@@ -13,6 +13,7 @@ import (
 	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/config"
+	"github.com/fedhost/fedhost/host/input"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
@@ -56,6 +57,9 @@ type Options struct {
 	AuditRetention time.Duration
 	// Clock tells the engine the time (time.Now when nil); tests inject one.
 	Clock func() time.Time
+	// MaxDeploymentsPerOperator bounds the deployments, destroyed ones not counted, that
+	// an operator who is not a superuser may hold; 0 sets no limit.
+	MaxDeploymentsPerOperator int
 }
 
 // Engine runs submits and builds.
@@ -123,10 +127,18 @@ func (e *Engine) route(typ string) (*resource.Client, string, error) {
 	return c.Resource(), name, nil
 }
 
-// Create stores a new deployment of owner.
+// Create stores a new deployment of owner, refusing a name that is not plain text and
+// an operator who holds MaxDeploymentsPerOperator deployments already (superusers, the
+// hosting provider's own accounts, hold any number).
 func (e *Engine) Create(ctx context.Context, owner, name, namespace string) (store.Deployment, error) {
 	if name == "" {
+		// The store checks the namespace.
 		name = namespace
+	} else if err := input.Text("name", name, input.MaxName); err != nil {
+		return store.Deployment{}, refuse(CodeInvalidConfiguration, "/name", "the name %s", err.(*input.Error).Problem)
+	}
+	if err := e.underDeploymentLimit(ctx, owner); err != nil {
+		return store.Deployment{}, err
 	}
 	d, err := e.opts.Store.CreateDeployment(ctx, store.Deployment{
 		Namespace: namespace, Name: name, Owner: owner, State: StateNew,
@@ -141,11 +153,34 @@ func (e *Engine) Create(ctx context.Context, owner, name, namespace string) (sto
 	return d, err
 }
 
+// underDeploymentLimit refuses a new deployment of an operator at the limit.
+func (e *Engine) underDeploymentLimit(ctx context.Context, owner string) error {
+	limit := e.opts.MaxDeploymentsPerOperator
+	if limit <= 0 {
+		return nil
+	}
+	u, err := e.opts.Store.UserByID(ctx, owner)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	if u.Superuser {
+		return nil
+	}
+	n, err := e.opts.Store.CountDeployments(ctx, owner, StateDestroyed)
+	if err != nil {
+		return err
+	}
+	if n >= int64(limit) {
+		return refuse(CodeLimitReached, "", "you hold %d deployments, the most this host allows an operator: destroy one, or ask your hosting provider to raise max_deployments_per_operator", limit)
+	}
+	return nil
+}
+
 // Deployment returns a deployment.
 func (e *Engine) Deployment(ctx context.Context, id string) (store.Deployment, error) {
 	d, err := e.opts.Store.GetDeployment(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
-		return d, refuse(CodeNotFound, "", "deployment %s does not exist", id)
+		return d, refuse(CodeNotFound, "", "no such deployment: check its id (GET /api/v1/deployments lists yours)")
 	}
 	return d, err
 }
@@ -214,6 +249,9 @@ func (e *Engine) catalogAt(ctx context.Context, revision string) (*catalog.Catal
 // missing from raw is no problem when stored holds it (the operator leaves a stored secret
 // empty to keep it).
 func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision string, stored map[string]string) (json.RawMessage, []catalog.Unmigrated, error) {
+	if len(raw) > input.MaxConfiguration {
+		return nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is larger than %d KiB, more than any app here needs: remove what it does not need", input.MaxConfiguration>>10)
+	}
 	cat, err := e.catalogAt(ctx, revision)
 	if err != nil {
 		return nil, nil, err

@@ -16,6 +16,8 @@ const (
 	// CodeUnavailable: a service fedhost needs (the backup repository) did not answer;
 	// nothing changed, and the same call may work later.
 	CodeUnavailable = "unavailable"
+	// CodeLimitReached: the caller holds as many of a thing as the host allows.
+	CodeLimitReached = "limit_reached"
 )
 
 // Error is a refusal of a call, before anything changed. Location is the JSON pointer of

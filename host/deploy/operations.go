@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -17,6 +19,10 @@ import (
 // resticSuffix names the secret holding an app's backup repository password; it is kept
 // with the backup bucket after a destroy, or the backups could not be read.
 const resticSuffix = "-backups-restic"
+
+// snapshotID is a restic snapshot id, short or whole: nothing else reaches restic's
+// command line as one.
+var snapshotID = regexp.MustCompile(`^[0-9a-f]{8,64}$`)
 
 // Operation asks for an app's operation.
 type Operation struct {
@@ -57,8 +63,8 @@ func (e *Engine) operate(ctx context.Context, d store.Deployment, name string, o
 		}
 		return store.Build{}, refuse(CodeNotFound, "/app", "name an app of this deployment with a database and backups bucket: %s", strings.Join(apps, ", "))
 	}
-	if name == store.OperationRestore && op.Snapshot == "" {
-		return store.Build{}, refuse(CodeInvalidConfiguration, "/snapshot", "name the backup to restore (GET .../backups lists them)")
+	if name == store.OperationRestore && !snapshotID.MatchString(op.Snapshot) {
+		return store.Build{}, refuse(CodeInvalidConfiguration, "/snapshot", "name the backup to restore by its id, 8 to 64 hexadecimal digits (GET .../backups lists them)")
 	}
 	raw, err := json.Marshal(op)
 	if err != nil {
@@ -76,6 +82,16 @@ func (e *Engine) Backups(ctx context.Context, id, app string) ([]backup.Snapshot
 	r := &run{e: e, d: d}
 	if err := r.load(ctx); err != nil {
 		return nil, err
+	}
+	apps := map[string]bool{}
+	for _, row := range r.rows {
+		apps[row.App] = true
+	}
+	if !apps[app] {
+		if len(apps) == 0 {
+			return nil, refuse(CodeNotFound, "/app", "this deployment has no app of that name: it runs no app yet")
+		}
+		return nil, refuse(CodeNotFound, "/app", "this deployment has no app of that name; its apps are %s", strings.Join(slices.Sorted(maps.Keys(apps)), ", "))
 	}
 	if _, ok := r.rows[app+resticSuffix]; !ok {
 		return []backup.Snapshot{}, nil

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -201,6 +203,9 @@ func (e *Engine) render(ctx context.Context, d store.Deployment, domain string, 
 	}
 	var out []step
 	for _, n := range nodes {
+		if err := checkNode(n.Spec); err != nil {
+			return nil, refuse(CodeInvalidConfiguration, "", "app %s, node %s: %v; the configuration asks for more than a node can be given: shorten the options that fill it", ap.App.Name, n.Name, err)
+		}
 		if err := client.Validate(ctx, contract.Instance, n.Spec); err != nil {
 			return nil, fmt.Errorf("app %s, node %s, on instance provider %s: %w", ap.App.Name, n.Name, provider, err)
 		}
@@ -361,4 +366,55 @@ func placeholderOptions(opts json.RawMessage, app string, refs map[string]string
 	}
 	out, _ := json.Marshal(doc)
 	return out
+}
+
+// Bounds of a node spec, below what Linux lets a process start with (128 KiB a string,
+// about 2 MiB of arguments and environment together), whichever instance provider runs
+// it, so that a configuration that fits none is refused before anything stops.
+const (
+	maxNodeString = 64 << 10
+	maxNodeEnv    = 512 << 10
+	maxNodeArgs   = 512 << 10
+	maxNodeFile   = 1 << 20
+	maxNodeFiles  = 8 << 20
+)
+
+// checkNode refuses a node spec over the bounds, naming the field.
+func checkNode(spec json.RawMessage) error {
+	var n contract.InstanceRequest
+	if err := json.Unmarshal(spec, &n); err != nil {
+		return fmt.Errorf("the node spec is not an instance request: %w", err)
+	}
+	total := 0
+	for _, a := range n.Args {
+		if len(a) > maxNodeString {
+			return fmt.Errorf("an argument is %d bytes, over the %d KiB one may hold", len(a), maxNodeString>>10)
+		}
+		total += len(a) + 1
+	}
+	if total > maxNodeArgs {
+		return fmt.Errorf("its arguments total %d bytes, over the %d KiB they may hold", total, maxNodeArgs>>10)
+	}
+	total = 0
+	for _, k := range slices.Sorted(maps.Keys(n.Env)) {
+		if len(k)+len(n.Env[k])+1 > maxNodeString {
+			return fmt.Errorf("environment variable %s is %d bytes, over the %d KiB one may hold", k, len(k)+len(n.Env[k])+1, maxNodeString>>10)
+		}
+		total += len(k) + len(n.Env[k]) + 2
+	}
+	if total > maxNodeEnv {
+		return fmt.Errorf("its environment totals %d bytes, over the %d KiB it may hold", total, maxNodeEnv>>10)
+	}
+	total = 0
+	for _, name := range slices.Sorted(maps.Keys(n.Files)) {
+		size := len(n.Files[name].Content)
+		if size > maxNodeFile {
+			return fmt.Errorf("file %s is %d bytes, over the %d MiB one may hold", name, size, maxNodeFile>>20)
+		}
+		total += size
+	}
+	if total > maxNodeFiles {
+		return fmt.Errorf("its files total %d bytes, over the %d MiB they may hold", total, maxNodeFiles>>20)
+	}
+	return nil
 }

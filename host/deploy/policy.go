@@ -71,7 +71,7 @@ func (e *Engine) Cancel(ctx context.Context, buildID string) error {
 	err := e.queue.Cancel(ctx, buildID)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return refuse(CodeNotFound, "", "build %s does not exist", buildID)
+		return refuse(CodeNotFound, "", "no such build: check its id (GET /api/v1/jobs lists them)")
 	case errors.Is(err, store.ErrBuildFinished):
 		return refuse(CodeConflict, "", "%v", err)
 	}

@@ -354,7 +354,7 @@ func TestBrowserFormOfAnySchema(t *testing.T) {
 	require.Equal(t, "succeeded", h.wait(queued.ID).State)
 	require.Equal(t, []string{tokenPtr}, h.deployment(d.ID).SecretsSet)
 	require.Equal(t, 200, b.open("/deployments/"+d.ID+"/configure"))
-	b.do(chromedp.Click(chromedp.CSS(`input[name="clear-secret"][value="`+tokenPtr+`"]`)))
+	b.do(chromedp.Click(chromedp.CSS(`input[name="clear-secret"][value="` + tokenPtr + `"]`)))
 	require.Equal(t, 200, b.clickDeploy())
 	require.Equal(t, "succeeded", h.wait(strings.TrimPrefix(b.path(), "/builds/")).State)
 	require.Empty(t, h.deployment(d.ID).SecretsSet, "the cleared secret is forgotten")

@@ -61,7 +61,7 @@ func (s *Store) CreateUser(ctx context.Context, u User) (User, error) {
 	u.UpdatedAt = u.CreatedAt
 	if err := s.db.WithContext(ctx).Create(&u).Error; err != nil {
 		if unique, _ := constraintViolation(err); unique {
-			return User{}, fmt.Errorf("user %q already exists: %w", u.Name, ErrConflict)
+			return User{}, fmt.Errorf("this user name is taken: choose another: %w", ErrConflict)
 		}
 		return User{}, fmt.Errorf("creating user %q: %w", u.Name, err)
 	}

@@ -34,7 +34,7 @@ var namespacePattern = regexp.MustCompile(`^[a-z]([a-z0-9-]{0,22}[a-z0-9])?$`)
 // CreateDeployment stores d with a new ID and returns it.
 func (s *Store) CreateDeployment(ctx context.Context, d Deployment) (Deployment, error) {
 	if !namespacePattern.MatchString(d.Namespace) {
-		return Deployment{}, fmt.Errorf("namespace %q: use 1 to 24 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen: %w", d.Namespace, ErrInvalid)
+		return Deployment{}, fmt.Errorf("namespace: use 1 to 24 lowercase letters, digits and hyphens, starting with a letter and not ending with a hyphen: %w", ErrInvalid)
 	}
 	d.ID = newID()
 	if err := s.db.WithContext(ctx).Create(&d).Error; err != nil {

@@ -36,6 +36,16 @@ func (s *Store) ListDeployments(ctx context.Context, owner string) ([]Deployment
 	return out, nil
 }
 
+// CountDeployments counts the deployments of owner that are not in state except.
+func (s *Store) CountDeployments(ctx context.Context, owner, except string) (int64, error) {
+	var n int64
+	err := s.db.WithContext(ctx).Model(&Deployment{}).Where("owner = ? AND state <> ?", owner, except).Count(&n).Error
+	if err != nil {
+		return 0, fmt.Errorf("counting deployments: %w", err)
+	}
+	return n, nil
+}
+
 // ListDeploymentsPage returns at most limit deployments of owner ("" for every owner),
 // newest first, created before the deployment before ("" from the newest). IDs are
 // UUIDv7, ordered as their creation.
