@@ -132,6 +132,9 @@ func TestUntouchedFormIsValidWithDefaults(t *testing.T) {
 			t.Errorf("%s has a default but the browser is told it is required", name)
 		}
 	}
+	if host := p.control("/smtp/host"); hasAttr(host, "required") || attrValue(host, "aria-required") != "true" {
+		t.Error("the host of the optional smtp object stops the browser from submitting an untouched form, or is not announced as required")
+	}
 	raw, err := form.Decode(s, p.submit())
 	if err != nil {
 		t.Fatal(err)

@@ -83,7 +83,8 @@ type place struct {
 	// conditional: inside a section the page may hide, so the browser must not refuse
 	// to submit because of it; required is then only announced.
 	conditional bool
-	templates   int // enclosing row templates; a template's index token depends on it
+	templates   int  // enclosing row templates; a template's index token depends on it
+	row         bool // the value is a row of a list, which is dropped when left empty
 }
 
 func (p place) child(token, label string) place {
@@ -175,10 +176,17 @@ func (r *renderer) object(s *schema, p place, val any, has bool) {
 	if !has && s.HasDefault {
 		obj, _ = s.Default.(map[string]any)
 	}
+	// An optional object left untouched is not sent, so what it requires is required
+	// only once one of its fields is filled in: the browser must not insist on it.
+	optional := p.ptr != "" && !p.required && !s.HasDefault
+	if optional && len(s.Required) > 0 && !p.row {
+		r.w.elem("p", "The fields marked * are needed only when this part is filled in.", at("class", "field-help"))
+	}
 	child := func(pr property, cp place) {
 		v, ok := obj[pr.Name]
 		// A required value with a default may be left empty: the host fills the default in.
 		cp.required = s.Required[pr.Name] && !pr.Schema.HasDefault
+		cp.conditional = cp.conditional || optional
 		r.field(pr.Schema, cp, v, ok)
 	}
 	enable, toggled := switchOf(s)
@@ -421,13 +429,16 @@ func (r *renderer) array(s *schema, p place, val any, has bool) {
 	r.w.open("ol", at("class", "array-rows"))
 	canRemove := s.MinItems == nil || len(items) > *s.MinItems
 	for i, v := range items {
-		r.row(s, p.child(strconv.Itoa(i), itemLabel), v, true, canRemove)
+		rp := p.child(strconv.Itoa(i), itemLabel)
+		rp.row = true
+		r.row(s, rp, v, true, canRemove)
 	}
 	r.w.close("ol")
 	token := indexToken(p.templates)
 	r.w.open("template", at("data-array-template", ""), at("data-index-token", token))
 	tp := p.child(token, itemLabel)
 	tp.templates++
+	tp.row = true
 	r.row(s, tp, nil, false, true)
 	r.w.close("template")
 	canAdd := s.MaxItems == nil || len(items) < *s.MaxItems
