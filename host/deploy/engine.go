@@ -329,6 +329,9 @@ func (e *Engine) enqueue(ctx context.Context, d store.Deployment, operation stri
 	if errors.Is(err, store.ErrConflict) {
 		return store.Build{}, refuse(CodeConflict, "", "a build of this deployment is queued or running: wait for it to finish")
 	}
+	if errors.Is(err, store.ErrDomainTaken) {
+		return store.Build{}, refuse(CodeConflict, "/domain", "the domain %s is taken: another deployment has it, or a domain under or above it; choose another domain", domain)
+	}
 	if err != nil {
 		return store.Build{}, err
 	}

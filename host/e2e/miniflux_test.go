@@ -110,6 +110,16 @@ func TestMinifluxOnTheEmbeddedDefault(t *testing.T) {
 	require.Contains(t, signInPage(t, addrA), "<title>Sign In - Miniflux</title>")
 	require.Contains(t, signInPage(t, addrB), "<title>Sign In - Miniflux</title>")
 
+	// acme's domain is acme's: beta cannot take it, nor a name under it.
+	for _, domain := range []string{"acme.example.org", "feeds.acme.example.org"} {
+		refusal = apiError{}
+		require.Equal(t, http.StatusConflict, h.call("POST", "/deployments/"+beta.ID+"/submit", minifluxConfig(domain, nil), &refusal), domain)
+		require.Equal(t, "conflict", refusal.Error.Code)
+		require.Equal(t, "/domain", refusal.Error.Location)
+		require.Contains(t, refusal.Error.Message, domain+" is taken")
+		require.NotContains(t, refusal.Error.Message, acme.ID, "the other deployment is not named")
+	}
+
 	// Each accepts its own generated admin password, which only its node was given.
 	pwA := h.nodeFile("acme", "miniflux-web", "admin-password")
 	pwB := h.nodeFile("beta", "miniflux-web", "admin-password")

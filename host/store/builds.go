@@ -18,6 +18,9 @@ var (
 	// ErrConflict is wrapped by errors about a record that clashes with
 	// another, such as a namespace already taken.
 	ErrConflict = errors.New("conflict")
+	// ErrDomainTaken is wrapped by SubmitBuild when another deployment that is not
+	// destroyed has the domain submitted, a domain under it or a domain above it.
+	ErrDomainTaken = errors.New("the domain is taken")
 	// ErrInvalid is wrapped by errors about a value the store does not accept, such as
 	// a namespace that is not DNS-safe.
 	ErrInvalid = errors.New("invalid")

@@ -134,6 +134,9 @@ func (s *Store) SubmitBuild(ctx context.Context, deploymentID, operation string,
 	b := Build{ID: newID(), DeploymentID: deploymentID, Operation: operation, Config: sub.Config, CatalogRevision: sub.Revision, State: BuildQueued}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		if operation == OperationDeploy {
+			if err := claimDomain(tx, deploymentID, sub.Domain); err != nil {
+				return err
+			}
 			res := tx.Model(&Deployment{}).Where("id = ?", deploymentID).
 				Updates(map[string]any{"config": sub.Config, "secret_refs": sub.SecretRefs, "domain": sub.Domain, "updated_at": now()})
 			if res.Error != nil {
@@ -145,6 +148,9 @@ func (s *Store) SubmitBuild(ctx context.Context, deploymentID, operation string,
 		}
 		return tx.Create(&b).Error
 	})
+	if errors.Is(err, ErrDomainTaken) {
+		return Build{}, err
+	}
 	if err != nil {
 		unique, foreignKey := constraintViolation(err)
 		if foreignKey {
@@ -275,3 +281,34 @@ func (s *Store) Revision(ctx context.Context, id string) (CatalogRevision, error
 	}
 	return r, err
 }
+
+// claimDomain refuses, inside the transaction of a deploy's submission, a domain that
+// another deployment not destroyed has, or has under or above it: a deployment's domain is
+// its claim, and a destroy releases it. On PostgreSQL a transaction-scoped advisory lock
+// makes the check and the write one step across hosts; SQLite's write transactions
+// (BEGIN IMMEDIATE) already are.
+func claimDomain(tx *gorm.DB, deploymentID, domain string) error {
+	if domain == "" {
+		return nil
+	}
+	if tx.Dialector.Name() == "postgres" {
+		if err := tx.Exec("SELECT pg_advisory_xact_lock(?)", domainClaimLock).Error; err != nil {
+			return err
+		}
+	}
+	var n int64
+	err := tx.Model(&Deployment{}).
+		Where("id <> ? AND state <> ? AND domain <> ''", deploymentID, "destroyed").
+		Where("domain = ? OR domain LIKE ? OR ? LIKE '%.' || domain", domain, "%."+domain, domain).
+		Count(&n).Error
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		return ErrDomainTaken
+	}
+	return nil
+}
+
+// domainClaimLock is the key of the advisory lock that serializes domain claims.
+const domainClaimLock = 0x66_68_64_6f_6d // "fhdom"

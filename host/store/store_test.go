@@ -142,6 +142,40 @@ func TestDeploymentsBuildsAndEvents(t *testing.T) {
 	})
 }
 
+// A deployment's domain is its claim: another deployment cannot submit it, a domain under
+// it or above it, until the first is destroyed; its own resubmit is no conflict.
+func TestDomainClaims(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, cfg store.Config) {
+		ctx := context.Background()
+		st := open(t, cfg)
+		submit := func(id, domain string) error {
+			b, err := st.SubmitBuild(ctx, id, store.OperationDeploy, store.Submission{Config: `{}`, SecretRefs: `{}`, Domain: domain})
+			if err == nil {
+				require.NoError(t, st.SetBuildState(ctx, b.ID, store.BuildSucceeded, ""))
+			}
+			return err
+		}
+		a, err := st.CreateDeployment(ctx, store.Deployment{Namespace: "claim-a", State: "active", Config: `{}`})
+		require.NoError(t, err)
+		b, err := st.CreateDeployment(ctx, store.Deployment{Namespace: "claim-b", State: "active", Config: `{}`})
+		require.NoError(t, err)
+		require.NoError(t, submit(a.ID, "acme.test"))
+		require.NoError(t, submit(a.ID, "acme.test"), "a deployment's own domain is no conflict")
+		for _, domain := range []string{"acme.test", "x.acme.test", "deep.x.acme.test", "test"} {
+			require.ErrorIs(t, submit(b.ID, domain), store.ErrDomainTaken, domain)
+		}
+		got, err := st.GetDeployment(ctx, b.ID)
+		require.NoError(t, err)
+		require.Empty(t, got.Domain, "a refused submit stores nothing")
+		require.NoError(t, submit(b.ID, "xacme.test"), "a name that only ends the same is another domain")
+		require.ErrorIs(t, submit(a.ID, "xacme.test"), store.ErrDomainTaken)
+
+		require.NoError(t, st.UpdateDeployment(ctx, a.ID, map[string]any{"state": "destroyed"}))
+		require.NoError(t, submit(b.ID, "acme.test"), "a destroy releases the domain")
+	})
+}
+
 func TestAppendBuildEventConcurrently(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, cfg store.Config) {
