@@ -38,7 +38,7 @@ type ResourceCase struct {
 	// RequestFor, when set, gives each tenant's request instead of Request, for types
 	// whose object one tenant holds alone (a dns zone: two tenants cannot ask for one).
 	RequestFor func(tenant string) json.RawMessage
-	Secrets map[string][]byte
+	Secrets    map[string][]byte
 	// Invalid is a request the provider must refuse, naming InvalidField (a prefix of the
 	// field the error names, e.g. "request/buckets").
 	Invalid      json.RawMessage
