@@ -157,4 +157,6 @@ func settingsJSON() []byte {
 }
 
 // namedLog is the end of named's log, for failures.
-func namedLog() string { return strings.TrimSpace(child.Tail(filepath.Join(testServer.dir, "named.log"), 20)) }
+func namedLog() string {
+	return strings.TrimSpace(child.Tail(filepath.Join(testServer.dir, "named.log"), 20))
+}
