@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -99,7 +100,9 @@ func (p *provider) Provision(ctx context.Context, req resource.Request) (resourc
 	}
 	check := changed
 	for k := range rrsets(w.rrs) {
-		check = append(check, k)
+		if !slices.Contains(changed, k) {
+			check = append(check, k)
+		}
 	}
 	if err := waitServed(ctx, c.servers, c.wait, w.rrs, check); err != nil {
 		return resource.Result{}, err

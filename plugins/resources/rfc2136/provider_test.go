@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -254,6 +255,7 @@ func TestInvalidRequestsNameTheField(t *testing.T) {
 		{requestFor("a.test", contract.DNSRecord{Name: "x", Type: "A", Value: "192.0.2.1", TTL: 60}, contract.DNSRecord{Name: "x", Type: "A", Value: "192.0.2.2", TTL: 120}), "request/records/1/ttl"},
 		{requestFor("a.test", contract.DNSRecord{Name: "x", Type: "SOA", Value: "x"}), "request/records/0/type"},
 		{requestFor("a.test", contract.DNSRecord{Name: "x", Type: "TXT", Value: "a\nb"}), "request/records/0/value"},
+		{requestFor("a.test", slices.Repeat([]contract.DNSRecord{{Name: "x", Type: "TXT", Value: "t"}}, maxRecords+1)...), "request/records"},
 	}
 	for _, c := range cases {
 		_, err := p.Provision(context.Background(), resource.Request{Tenant: newTenant(), Instance: "main", Type: "dns", Spec: c.spec})

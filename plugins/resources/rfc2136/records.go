@@ -21,6 +21,9 @@ type wanted struct {
 	rrs     []dns.RR
 }
 
+// maxRecords bounds a request, so that one update message holds the whole zone.
+const maxRecords = 500
+
 var nameRE = regexp.MustCompile(`^(\*|[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)(\.[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?)*$`)
 
 // zoneOf returns the zone of a request, checked, fully qualified.
@@ -49,6 +52,9 @@ func parseRequest(spec json.RawMessage, ttl uint32) (wanted, error) {
 	zone, err := zoneOf(spec)
 	if err != nil {
 		return wanted{}, err
+	}
+	if len(req.Records) > maxRecords {
+		return wanted{}, sdk.Invalid("request/records", "at most %d records per zone", maxRecords)
 	}
 	w := wanted{zone: zone}
 	types := map[string]map[uint16]bool{} // owner name → types, for the CNAME rule
