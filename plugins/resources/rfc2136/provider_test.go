@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -289,4 +290,107 @@ func TestSettingsRefusedNameTheField(t *testing.T) {
 		require.Equal(t, sdk.CodeInvalid, sdk.CodeOf(err), "%v", err)
 		require.Equal(t, c.field, sdk.FieldOf(err), "%v", err)
 	}
+}
+
+// A server of the settings that does not answer fails the provision within wait_seconds,
+// naming the server and the record set.
+func TestUnansweringServerIsNamed(t *testing.T) {
+	t.Parallel()
+	var s map[string]any
+	require.NoError(t, json.Unmarshal(settingsJSON(), &s))
+	s["servers"] = []string{testServer.dnsAddr, "127.0.0.1:9"}
+	s["wait_seconds"] = 1
+	raw, _ := json.Marshal(s)
+	p := &provider{}
+	require.NoError(t, p.Configure(context.Background(), raw))
+	tenant := newTenant()
+	spec := requestFor(tenant+".wait.test", contract.DNSRecord{Name: "feeds", Type: "A", Value: "192.0.2.10"})
+	t.Cleanup(func() {
+		_ = setup(t).Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: tenant, Instance: "main", Type: "dns", Spec: spec})
+	})
+	start := time.Now()
+	_, err := p.Provision(context.Background(), resource.Request{Tenant: tenant, Instance: "main", Type: "dns", Spec: spec})
+	require.Error(t, err)
+	require.Less(t, time.Since(start), 5*time.Second)
+	require.Contains(t, err.Error(), "127.0.0.1:9")
+	require.Contains(t, err.Error(), "zone "+tenant+".wait.test", "a new zone is waited for first")
+}
+
+// The secret the host gives back is the key's: a new one replaces the old in named.
+func TestGivenSecretIsTheKey(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	ctx := context.Background()
+	tenant := newTenant()
+	zone := tenant + ".secret.test"
+	r, old := provision(t, p, tenant, requestFor(zone))
+	t.Cleanup(func() {
+		_ = p.Deprovision(ctx, resource.DeprovisionRequest{Tenant: tenant, Instance: "main", Type: "dns", Spec: requestFor(zone)})
+	})
+	given := map[string][]byte{secretKey: []byte("c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA==")}
+	res, err := p.Provision(ctx, resource.Request{Tenant: tenant, Instance: "main", Type: "dns", Spec: requestFor(zone), Secrets: given})
+	require.NoError(t, err)
+	require.Equal(t, given[secretKey], res.Secrets[secretKey])
+	require.NoError(t, signedUpdate(ctx, r, given, zone, "new key"))
+	require.Error(t, signedUpdate(ctx, r, old, zone, "old key"), "the old secret no longer signs")
+
+	_, err = p.Provision(ctx, resource.Request{Tenant: tenant, Instance: "main", Type: "dns", Spec: requestFor(zone), Secrets: map[string][]byte{secretKey: []byte("short")}})
+	require.Equal(t, "secrets/"+secretKey, sdk.FieldOf(err), "%v", err)
+	require.NotContains(t, err.Error(), "short")
+}
+
+// A deployment whose domain changes gets the new zone and loses the old one.
+func TestNewDomainMovesTheZone(t *testing.T) {
+	t.Parallel()
+	p := setup(t)
+	ctx := context.Background()
+	tenant := newTenant()
+	first, second := tenant+".first.test", tenant+".second.test"
+	provision(t, p, tenant, requestFor(first, contract.DNSRecord{Name: "feeds", Type: "A", Value: "192.0.2.10"}))
+	r, _ := provision(t, p, tenant, requestFor(second, contract.DNSRecord{Name: "feeds", Type: "A", Value: "192.0.2.10"}))
+	t.Cleanup(func() {
+		_ = p.Deprovision(ctx, resource.DeprovisionRequest{Tenant: tenant, Instance: "main", Type: "dns", Spec: requestFor(second)})
+	})
+	require.Equal(t, second, r.Zone)
+	require.Equal(t, []string{"192.0.2.10"}, lookup(t, "feeds."+second, dns.TypeA))
+	served, err := zoneServed(ctx, testServer.dnsAddr, first+".")
+	require.NoError(t, err)
+	require.False(t, served, "the old zone is gone")
+}
+
+// A server that serves the zone but not a record (a secondary behind, say) fails the
+// provision naming the record set and the server.
+func TestServerBehindIsNamedWithTheRecord(t *testing.T) {
+	t.Parallel()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	require.NoError(t, err)
+	stale := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(q)
+		m.Authoritative = true
+		if q.Question[0].Qtype == dns.TypeSOA {
+			soa, _ := dns.NewRR(q.Question[0].Name + " 300 IN SOA ns1.provider.test. hostmaster.provider.test. 1 3600 600 1209600 300")
+			m.Answer = append(m.Answer, soa)
+		}
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = stale.ActivateAndServe() }()
+	t.Cleanup(func() { _ = stale.Shutdown() })
+
+	var s map[string]any
+	require.NoError(t, json.Unmarshal(settingsJSON(), &s))
+	s["servers"] = []string{testServer.dnsAddr, pc.LocalAddr().String()}
+	s["wait_seconds"] = 1
+	raw, _ := json.Marshal(s)
+	p := &provider{}
+	require.NoError(t, p.Configure(context.Background(), raw))
+	tenant := newTenant()
+	zone := tenant + ".behind.test"
+	spec := requestFor(zone, contract.DNSRecord{Name: "feeds", Type: "A", Value: "192.0.2.10"})
+	t.Cleanup(func() {
+		_ = setup(t).Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: tenant, Instance: "main", Type: "dns", Spec: spec})
+	})
+	_, err = p.Provision(context.Background(), resource.Request{Tenant: tenant, Instance: "main", Type: "dns", Spec: spec})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), pc.LocalAddr().String()+" does not answer feeds."+zone+" A as published")
 }
