@@ -173,6 +173,12 @@ func TestRecordsServedThenGone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ready", st.State, st.Message)
 
+	// The same request again sends no update: the serial stays.
+	serial := lookup(t, zone, dns.TypeSOA)
+	_, err = p.Provision(ctx, resource.Request{Tenant: tenant, Instance: "main", Type: "dns", Spec: spec, Secrets: secrets})
+	require.NoError(t, err)
+	require.Equal(t, serial, lookup(t, zone, dns.TypeSOA))
+
 	// The challenge is done and the address moves: the TXT set goes, A changes.
 	spec2 := requestFor(zone,
 		contract.DNSRecord{Name: "feeds", Type: "A", Value: "192.0.2.11"},
