@@ -173,8 +173,13 @@ func TestRecordsServedThenGone(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "ready", st.State, st.Message)
 
-	// The same request again sends no update: the serial stays.
+	// The same request again finds nothing to change, sends no update, and the serial stays.
 	serial := lookup(t, zone, dns.TypeSOA)
+	w, err := parseRequest(spec, 300)
+	require.NoError(t, err)
+	changed, err := signer{zoneKey{name: r.Update.KeyName, secret: string(secrets[secretKey])}}.converge(ctx, testServer.dnsAddr, w.zone, w.rrs)
+	require.NoError(t, err)
+	require.Empty(t, changed)
 	_, err = p.Provision(ctx, resource.Request{Tenant: tenant, Instance: "main", Type: "dns", Spec: spec, Secrets: secrets})
 	require.NoError(t, err)
 	require.Equal(t, serial, lookup(t, zone, dns.TypeSOA))
