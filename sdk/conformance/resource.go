@@ -35,7 +35,10 @@ type ResourceCase struct {
 	Settings json.RawMessage
 	// Request is a valid request; Secrets are its operator-supplied values, if any.
 	Request json.RawMessage
-	Secrets map[string][]byte
+	// RequestFor, when set, gives each tenant's request instead of Request, for types
+	// whose object one tenant holds alone (a dns zone: two tenants cannot ask for one).
+	RequestFor func(tenant string) json.RawMessage
+	Secrets    map[string][]byte
 	// Invalid is a request the provider must refuse, naming InvalidField (a prefix of the
 	// field the error names, e.g. "request/buckets").
 	Invalid      json.RawMessage
@@ -87,6 +90,12 @@ func Resource(t *testing.T, path string, c ResourceCase) {
 	if rc == nil {
 		t.Fatalf("%s is a %s plugin, not a resource provider", path, p.Description().Kind)
 	}
+	request := func(tenant string) json.RawMessage {
+		if c.RequestFor != nil {
+			return c.RequestFor(tenant)
+		}
+		return c.Request
+	}
 	var seen []Provisioned
 	suffix := fmt.Sprintf("%04d", time.Now().UnixNano()%10000)
 	tenantA, tenantB := "conf-a"+suffix, "conf-b"+suffix
@@ -99,7 +108,7 @@ func Resource(t *testing.T, path string, c ResourceCase) {
 		for k, v := range secrets {
 			in[k] = v
 		}
-		res, err := rc.Provision(ctx, resource.Request{Tenant: tenant, Instance: "main", Type: c.Type, Spec: c.Request, Secrets: in})
+		res, err := rc.Provision(ctx, resource.Request{Tenant: tenant, Instance: "main", Type: c.Type, Spec: request(tenant), Secrets: in})
 		if err != nil {
 			t.Fatalf("provision %s/main: %v", tenant, err)
 		}
@@ -109,7 +118,7 @@ func Resource(t *testing.T, path string, c ResourceCase) {
 	}
 	deprovision := func(t *testing.T, p Provisioned, retain bool) {
 		t.Helper()
-		err := rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: p.Tenant, Instance: p.Instance, Type: c.Type, Spec: c.Request, Retain: retain})
+		err := rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: p.Tenant, Instance: p.Instance, Type: c.Type, Spec: request(p.Tenant), Retain: retain})
 		if err != nil {
 			t.Fatalf("deprovision %s/%s (retain %v): %v", p.Tenant, p.Instance, retain, err)
 		}
@@ -143,7 +152,7 @@ func Resource(t *testing.T, path string, c ResourceCase) {
 			p, rc = again, again.Resource()
 		}
 		for _, tenant := range []string{tenantA, tenantB} {
-			err := rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: tenant, Instance: "main", Type: c.Type, Spec: c.Request})
+			err := rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: tenant, Instance: "main", Type: c.Type, Spec: request(tenant)})
 			if err != nil {
 				t.Errorf("cleanup: deprovision %s/main failed, so its objects are left on the server: %v", tenant, err)
 			}
@@ -198,7 +207,7 @@ func Resource(t *testing.T, path string, c ResourceCase) {
 		if !strings.HasPrefix(sdk.FieldOf(err), c.InvalidField) {
 			t.Errorf("the refusal names field %q, want %q", sdk.FieldOf(err), c.InvalidField)
 		}
-		_, err = rc.Provision(ctx, resource.Request{Tenant: "Not A Tenant", Instance: "main", Type: c.Type, Spec: c.Request})
+		_, err = rc.Provision(ctx, resource.Request{Tenant: "Not A Tenant", Instance: "main", Type: c.Type, Spec: request(tenantA)})
 		if sdk.CodeOf(err) != sdk.CodeInvalid || sdk.FieldOf(err) != "tenant" {
 			t.Errorf("a bad tenant name gave %v, want an invalid_request naming tenant", err)
 		}

@@ -154,6 +154,22 @@ type DNSResult struct {
 	Zone        string      `json:"zone"`
 	Nameservers []string    `json:"nameservers"`
 	Records     []DNSRecord `json:"records"`
+	// Update, when the provider gives one, lets the deployment change its own zone by
+	// dynamic update (an ACME client's DNS-01 challenge, say).
+	Update *DNSUpdate `json:"update,omitempty"`
+}
+
+// DNSUpdate is how to send RFC 2136 dynamic updates signed with TSIG (RFC 8945) to the
+// zone's primary server; the key is good for this zone only.
+type DNSUpdate struct {
+	// Server is host:port of the primary.
+	Server string `json:"server"`
+	// KeyName is the TSIG key name, fully qualified.
+	KeyName string `json:"key_name"`
+	// Algorithm is "hmac-sha256" or "hmac-sha512".
+	Algorithm string `json:"algorithm"`
+	// Secret is the key's secret in base64.
+	Secret SecretRef `json:"secret"`
 }
 
 // TLSRequest asks for a certificate.
