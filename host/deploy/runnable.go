@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/app"
 	"github.com/fedhost/fedhost/sdk/contract"
@@ -30,7 +31,7 @@ func (e *Engine) Unrunnable(ctx context.Context) map[string]string {
 		e.runnableMu.Unlock()
 		if !known {
 			var ok bool
-			if why, ok = e.judge(ctx, a.Name, a.Schema); !ok {
+			if why, ok = e.judge(ctx, a); !ok {
 				continue
 			}
 			e.runnableMu.Lock()
@@ -50,12 +51,9 @@ func (e *Engine) Unrunnable(ctx context.Context) map[string]string {
 // judge renders an app's nodes from its defaults and stub results and has the instance
 // provider validate them; ok is false when there is no verdict (the app, its plugin or
 // the provider did not answer).
-func (e *Engine) judge(ctx context.Context, name string, appSchema json.RawMessage) (why string, ok bool) {
-	a, found := e.opts.Catalog.App(name)
-	if !found {
-		return "", false
-	}
-	compiled, err := schema.Compile(name+".json", appSchema)
+func (e *Engine) judge(ctx context.Context, a *catalog.App) (why string, ok bool) {
+	name := a.Name
+	compiled, err := schema.Compile(name+".json", a.Schema)
 	if err != nil {
 		return "", false
 	}
