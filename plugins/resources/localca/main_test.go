@@ -334,3 +334,51 @@ func TestNotADNSNameIsRefused(t *testing.T) {
 	_, err := domains(json.RawMessage(`{"domains":["*.acme.localhost"]}`))
 	require.NoError(t, err)
 }
+
+// BenchmarkProvision issues a certificate for a new instance per iteration, through the plugin.
+func BenchmarkProvision(b *testing.B) {
+	rc := benchStart(b)
+	ctx := context.Background()
+	for i := 0; b.Loop(); i++ {
+		_, err := rc.Provision(ctx, provisionReq(fmt.Sprintf("i%d", i), request, nil))
+		require.NoError(b, err)
+	}
+}
+
+// BenchmarkProvisionAgain provisions one instance again with its key: the certificate is
+// given again, none issued.
+func BenchmarkProvisionAgain(b *testing.B) {
+	rc := benchStart(b)
+	ctx := context.Background()
+	first, err := rc.Provision(ctx, provisionReq("web", request, nil))
+	require.NoError(b, err)
+	for b.Loop() {
+		_, err := rc.Provision(ctx, provisionReq("web", request, first.Secrets))
+		require.NoError(b, err)
+	}
+}
+
+// BenchmarkDeprovision forgets an instance's certificate per iteration, through the plugin.
+func BenchmarkDeprovision(b *testing.B) {
+	rc := benchStart(b)
+	ctx := context.Background()
+	for i := 0; b.Loop(); i++ {
+		inst := fmt.Sprintf("i%d", i)
+		b.StopTimer()
+		_, err := rc.Provision(ctx, provisionReq(inst, request, nil))
+		require.NoError(b, err)
+		b.StartTimer()
+		require.NoError(b, rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: "acme", Instance: inst, Type: contract.TLS}))
+	}
+}
+
+func benchStart(b *testing.B) *resource.Client {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	b.Cleanup(cancel)
+	p, err := client.Start(ctx, binary, client.WithEnv(sdk.DataDirEnv+"="+b.TempDir()))
+	require.NoError(b, err)
+	b.Cleanup(p.Kill)
+	require.NoError(b, p.Configure(ctx, json.RawMessage(`{}`)))
+	return p.Resource()
+}
