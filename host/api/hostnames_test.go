@@ -17,6 +17,7 @@ import (
 	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/plugins"
+	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
 	pluginclient "github.com/fedhost/fedhost/sdk/client"
 	"github.com/fedhost/fedhost/sdk/schema"
@@ -49,13 +50,18 @@ func setupWithApps(t *testing.T) *bundle {
 	trail := audit.New(st, audit.Options{})
 	accounts := auth.New(st, auth.Options{Audit: trail})
 	engine := deploy.New(deploy.Options{Store: st, Plugins: m, Catalog: cat})
+	// Builds are queued and never run: the test looks at what a submit stores.
+	q, err := queue.New(st, queue.Config{Builder: queue.BuilderFunc(func(context.Context, string, func(string, string)) error { return nil })})
+	require.NoError(t, err)
+	engine.SetQueue(q)
 	app := fiber.New(api.Config(api.DefaultServer))
 	api.Mount(app, api.Deps{Plugins: m, Engine: engine, Store: st, Auth: accounts, Audit: trail, Version: "1.2.3"})
 	return &bundle{app: app, st: st, accounts: accounts, trail: trail}
 }
 
 // Two enabled apps of one deployment cannot take one host name: the submit is refused
-// with a problem at each app's option, and so is a name that is not a DNS name.
+// with a problem at each app's option, and so is a name that is not a DNS name. The
+// deployment shows the host names it takes.
 func TestSubmitRefusesAHostNameTwoAppsTake(t *testing.T) {
 	t.Parallel()
 	b := setupWithApps(t)
@@ -82,6 +88,16 @@ func TestSubmitRefusesAHostNameTwoAppsTake(t *testing.T) {
 		{Location: "/apps/pixelfed/options/host_name", Message: taken},
 	}, details(`{"domain":"acme.example.org","apps":{"miniflux":{"enable":true},"pixelfed":{"enable":true,"options":{"host_name":"feeds"}}}}`),
 		"Miniflux's default, feeds, is taken by Pixelfed's")
+
+	status, body = b.do(t, alice, "POST", "/api/v1/deployments/"+d.ID+"/submit",
+		`{"domain":"acme.example.org","apps":{"miniflux":{"enable":true},"pixelfed":{"enable":true,"options":{"host_name":"photos.eu"}}}}`)
+	require.Equal(t, http.StatusAccepted, status, "%s", body)
+	status, body = b.do(t, alice, "GET", "/api/v1/deployments/"+d.ID, "")
+	require.Equal(t, http.StatusOK, status)
+	var got api.Deployment
+	require.NoError(t, json.Unmarshal(body, &got))
+	require.Equal(t, map[string]string{"miniflux": "feeds.acme.example.org", "pixelfed": "photos.eu.acme.example.org"}, got.Hosts,
+		"Miniflux's default is feeds")
 
 	problems := details(`{"domain":"acme.example.org","apps":{"miniflux":{"enable":true,"options":{"hostName":"Feeds_1"}}}}`)
 	require.Len(t, problems, 1)
