@@ -11,9 +11,9 @@ import (
 // HostNames is the full host name of each enabled app of d's stored configuration whose
 // schema marks one (x-hostname), by app; none before a first submit. A deployment whose
 // catalog revision has an app version no longer installed shows none rather than failing:
-// its next submit names what to install.
+// its next submit names what to install. An engine without a catalog knows no schema.
 func (e *Engine) HostNames(ctx context.Context, d store.Deployment) (map[string]string, error) {
-	if d.Config == "" {
+	if d.Config == "" || e.opts.Catalog == nil {
 		return nil, nil
 	}
 	cat, err := e.catalogAt(ctx, d.CatalogRevision)
