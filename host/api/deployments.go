@@ -143,6 +143,8 @@ type Deployment struct {
 	UpdateAvailable *Update   `json:"update_available,omitempty"`
 	CreatedAt       time.Time `json:"created_at"`
 	UpdatedAt       time.Time `json:"updated_at"`
+	// Hosts maps each app with a host name (its x-hostname option) to its full host name.
+	Hosts map[string]string `json:"hosts,omitempty"`
 	// Nodes maps each node to its addresses (port name to host:port).
 	Nodes map[string]map[string]string `json:"nodes,omitempty"`
 	// Resources lists what the deployment holds at its providers.
@@ -295,6 +297,9 @@ func (h *handlers) getDeployment(c *fiber.Ctx) error {
 		case r.State == store.ResourceRetained && r.RetainUntil != nil:
 			out.Retained = append(out.Retained, Retained{Name: r.Name, Type: r.Type, Until: *r.RetainUntil})
 		}
+	}
+	if out.Hosts, err = h.d.Engine.HostNames(ctx, d); err != nil {
+		return err
 	}
 	if out.Backups, err = h.d.Engine.BackupStatuses(ctx, d); err != nil {
 		return err

@@ -41,6 +41,8 @@ type Catalog struct {
 	versions map[string]map[string]*App
 	schema   json.RawMessage
 	compiled *jsonschema.Schema
+	// hostNames is, by app, the option its schema marks x-hostname.
+	hostNames map[string]hostNameOption
 
 	// views caches At's catalogs by their set of versions.
 	mu    sync.Mutex
@@ -168,10 +170,18 @@ const DomainPattern = `^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$`
 func (c *Catalog) compose() error {
 	apps := map[string]any{}
 	var defs = map[string]any{}
+	hostNames := map[string]hostNameOption{}
 	for i, a := range c.apps {
 		appSchema, err := ownResource(a.Name, a.Schema)
 		if err != nil {
 			return fmt.Errorf("app %s: schema: %w", a.Name, err)
+		}
+		opt, marked, err := hostNameOptionOf(a.Schema)
+		if err != nil {
+			return fmt.Errorf("app %s: schema: %w", a.Name, err)
+		}
+		if marked {
+			hostNames[a.Name] = opt
 		}
 		defs[a.Name] = appSchema
 		apps[a.Name] = map[string]any{
@@ -209,7 +219,7 @@ func (c *Catalog) compose() error {
 	if err != nil {
 		return fmt.Errorf("composing the deployment schema: %w", err)
 	}
-	c.schema, c.compiled = raw, compiled
+	c.schema, c.compiled, c.hostNames = raw, compiled, hostNames
 	return nil
 }
 

@@ -403,6 +403,9 @@ func (r *remote) status(ctx context.Context, id string) error {
 	fmt.Fprintf(w, "namespace\t%s\n", d.Namespace)
 	fmt.Fprintf(w, "name\t%s\n", d.Name)
 	fmt.Fprintf(w, "state\t%s\n", d.State)
+	for _, app := range sortedKeys(d.Hosts) {
+		fmt.Fprintf(w, "host\t%s\t%s\n", app, d.Hosts[app])
+	}
 	for _, node := range sortedKeys(d.Nodes) {
 		addrs := d.Nodes[node]
 		var list []string

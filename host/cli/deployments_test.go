@@ -70,6 +70,10 @@ func newAPIDouble(t *testing.T) (*apiDouble, *httptest.Server) {
 			{"action": "create", "kind": "node", "name": "miniflux-web", "app": "miniflux", "type": "instance", "provider": "local"},
 		}})
 	})
+	mux.HandleFunc("GET /api/v1/deployments/{id}", func(w http.ResponseWriter, r *http.Request) {
+		answer(w, http.StatusOK, api.Deployment{ID: r.PathValue("id"), Namespace: "acme", Name: "acme", State: "active",
+			Hosts: map[string]string{"pixelfed": "pixelfed.acme.example", "miniflux": "feeds.acme.example"}})
+	})
 	mux.HandleFunc("GET /api/v1/builds/{id}", func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
 		d.mu.Lock()
@@ -211,4 +215,13 @@ func TestDeploymentsUnreachableServer(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Equal(t, 1, strings.Count(stderr, "\n"), "one line: %q", stderr)
 	require.Contains(t, stderr, "cannot reach the fedhost API at "+srv.URL)
+}
+
+func TestDeploymentsStatusShowsHostNames(t *testing.T) {
+	t.Parallel()
+	_, srv := newAPIDouble(t)
+
+	out, stderr, code := runCLI("deployments", "--server", srv.URL, "status", "dep-1")
+	require.Equal(t, 0, code, stderr)
+	require.Regexp(t, `(?m)^host\s+miniflux\s+feeds\.acme\.example\nhost\s+pixelfed\s+pixelfed\.acme\.example$`, out, "by app")
 }

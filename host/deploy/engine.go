@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"sync"
 	"time"
 
@@ -265,11 +266,22 @@ func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision str
 		return nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is not a JSON object")
 	}
 	var problems []schema.Problem
+	reported := map[string]bool{}
 	for _, p := range cat.Check(filled) {
 		if _, kept := stored[p.Location]; !kept {
 			problems = append(problems, p)
+			reported[p.Location] = true
 		}
 	}
+	// An app's host name is the host's to judge too: a schema's pattern cannot see the
+	// domain's length or the other apps' names.
+	_, hostProblems := cat.HostNames(filled)
+	for _, p := range hostProblems {
+		if !reported[p.Location] {
+			problems = append(problems, p)
+		}
+	}
+	sort.Slice(problems, func(i, j int) bool { return problems[i].Location < problems[j].Location })
 	if len(problems) > 0 {
 		return nil, unmigrated, invalid(problems)
 	}

@@ -7,6 +7,11 @@
 // [Guarded] and [RoleGrouper] add option renames, imperative operations (backup,
 // restore), version guards and role groups.
 //
+// An app served on the web marks the string option that holds its host name under the
+// deployment's domain with the schema annotation "x-hostname": true (default "feeds"
+// makes feeds.<domain>). The host checks the name and refuses two enabled apps of one
+// deployment that take the same; docs/plugins.md has the rules.
+//
 //	func main() {
 //		app.Serve(sdk.Description{Name: "miniflux", Version: "2.3.5", Serves: []string{"miniflux"}}, &miniflux{})
 //	}

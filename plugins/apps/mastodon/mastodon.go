@@ -14,10 +14,6 @@ import (
 // version is the Mastodon release the pinned images run.
 const version = "4.3.8"
 
-// label is Mastodon's host name in the deployment's domain; LOCAL_DOMAIN cannot change
-// once the server federates, so it is not an option.
-const label = "mastodon"
-
 //go:embed schema.json
 var schemaJSON []byte
 
@@ -44,6 +40,9 @@ type config struct {
 	MailSender            string `json:"mail_sender"`
 	OIDCLogin             bool   `json:"oidc_login"`
 	OIDCOnly              bool   `json:"oidc_only"`
+	// HostName is the app's host name under the domain (x-hostname): the server's name to
+	// other servers, so the schema warns against changing it once it federates.
+	HostName string `json:"host_name"`
 }
 
 type mastodon struct {
@@ -88,7 +87,7 @@ func (m *mastodon) Requests(_ context.Context, req app.RequestsRequest) ([]app.R
 }
 
 func (m *mastodon) requests(c config, domain string) []app.ResourceRequest {
-	host := appkit.Host(label, domain)
+	host := appkit.Host(c.HostName, domain)
 	reqs := []app.ResourceRequest{
 		appkit.Request("secrets", contract.Secret, contract.SecretRequest{Files: map[string]contract.SecretFile{
 			// bin/rails secret: 64 random bytes, hex.
@@ -112,7 +111,7 @@ func (m *mastodon) requests(c config, domain string) []app.ResourceRequest {
 		}),
 		appkit.Request("mail", contract.SMTP, contract.SMTPRequest{Sender: c.MailSender, Domain: domain}),
 	}
-	reqs = append(reqs, appkit.Web(label, domain)...)
+	reqs = append(reqs, appkit.Web(c.HostName, domain)...)
 	if c.OIDCLogin {
 		reqs = append(reqs, appkit.SSO("Mastodon", host, oidcRedirectPath, m.GroupNames())...)
 	}
@@ -145,7 +144,7 @@ func (m *mastodon) Render(_ context.Context, req app.RenderRequest) ([]app.Node,
 			return nil, err
 		}
 	}
-	host := appkit.Host(label, domain)
+	host := appkit.Host(c.HostName, domain)
 
 	// Database and Redis: every process.
 	backing := func(n *appkit.Node) {

@@ -69,6 +69,9 @@ type config struct {
 	LogLevel                 string        `json:"logLevel"`
 	OIDC                     oidcConfig    `json:"oidc"`
 	Metrics                  metricsConfig `json:"metrics"`
+	// HostName is the host's to route (x-hostname): Miniflux learns it through BASE_URL's
+	// ${url:http} once the front door serves it (issue 11, item 4).
+	HostName string `json:"hostName"`
 }
 
 // defaults are those of schema.json; a test holds the two together.
@@ -77,8 +80,9 @@ func defaults() config {
 		AdminUsername: "admin", PollingFrequency: 60, BatchSize: 100, PollingScheduler: "round_robin",
 		CleanupArchiveReadDays: 60, CleanupArchiveUnreadDays: 180, MediaProxyMode: "http-only",
 		HTTPClientTimeout: 20, WorkerPoolSize: 16, LogLevel: "info",
-		OIDC:    oidcConfig{ProviderName: "Single sign-on", UserCreation: true, AdminGroup: "application-admins"},
-		Metrics: metricsConfig{Username: "metrics", AllowedNetworks: []string{"127.0.0.1/8"}},
+		OIDC:     oidcConfig{ProviderName: "Single sign-on", UserCreation: true, AdminGroup: "application-admins"},
+		Metrics:  metricsConfig{Username: "metrics", AllowedNetworks: []string{"127.0.0.1/8"}},
+		HostName: "feeds",
 	}
 }
 

@@ -14,10 +14,6 @@ import (
 // version is the PeerTube release the pinned image runs.
 const version = "7.2.1"
 
-// label is PeerTube's host name in the deployment's domain; federated video URLs name it,
-// so it is not an option.
-const label = "peertube"
-
 //go:embed schema.json
 var schemaJSON []byte
 
@@ -47,6 +43,9 @@ type config struct {
 	SignFederated       bool     `json:"sign_federated_fetches"`
 	MailSender          string   `json:"mail_sender"`
 	OIDCLogin           bool     `json:"oidc_login"`
+	// HostName is the app's host name under the domain (x-hostname): the server's name to
+	// other servers, so the schema warns against changing it once it federates.
+	HostName string `json:"host_name"`
 }
 
 // The logical buckets, named after PeerTube's object_storage sections.
@@ -117,9 +116,9 @@ func (p *peertube) requests(c config, domain string) []app.ResourceRequest {
 		}),
 		appkit.Request("mail", contract.SMTP, contract.SMTPRequest{Sender: c.MailSender, Domain: domain}),
 	}
-	reqs = append(reqs, appkit.Web(label, domain)...)
+	reqs = append(reqs, appkit.Web(c.HostName, domain)...)
 	if c.OIDCLogin {
-		reqs = append(reqs, appkit.SSO("PeerTube", appkit.Host(label, domain), oidcRedirectPath, p.GroupNames())...)
+		reqs = append(reqs, appkit.SSO("PeerTube", appkit.Host(c.HostName, domain), oidcRedirectPath, p.GroupNames())...)
 	}
 	return reqs
 }
@@ -145,7 +144,7 @@ func (p *peertube) Render(_ context.Context, req app.RenderRequest) ([]app.Node,
 	if !ok {
 		return nil, appkit.InvalidResult("media", "has no key "+mediaKey)
 	}
-	host := appkit.Host(label, domain)
+	host := appkit.Host(c.HostName, domain)
 	adminEmail := c.AdminEmail
 	if adminEmail == "" {
 		adminEmail = "admin@" + host

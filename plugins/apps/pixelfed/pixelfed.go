@@ -14,10 +14,6 @@ import (
 // version is the Pixelfed release the pinned images run.
 const version = "0.12.5"
 
-// label is Pixelfed's host name in the deployment's domain; APP_DOMAIN names the server
-// to other servers, so it is not an option.
-const label = "pixelfed"
-
 //go:embed schema.json
 var schemaJSON []byte
 
@@ -47,6 +43,9 @@ type config struct {
 	AdminEmail          string `json:"admin_email"`
 	MailSender          string `json:"mail_sender"`
 	OIDCLogin           bool   `json:"oidc_login"`
+	// HostName is the app's host name under the domain (x-hostname): the server's name to
+	// other servers, so the schema warns against changing it once it federates.
+	HostName string `json:"host_name"`
 }
 
 const (
@@ -98,9 +97,9 @@ func (p *pixelfed) requests(c config, domain string) []app.ResourceRequest {
 		}),
 		appkit.Request("mail", contract.SMTP, contract.SMTPRequest{Sender: c.MailSender, Domain: domain}),
 	}
-	reqs = append(reqs, appkit.Web(label, domain)...)
+	reqs = append(reqs, appkit.Web(c.HostName, domain)...)
 	if c.OIDCLogin {
-		reqs = append(reqs, appkit.SSO("Pixelfed", appkit.Host(label, domain), oidcRedirectPath, p.GroupNames())...)
+		reqs = append(reqs, appkit.SSO("Pixelfed", appkit.Host(c.HostName, domain), oidcRedirectPath, p.GroupNames())...)
 	}
 	return reqs
 }
@@ -135,7 +134,7 @@ func (p *pixelfed) Render(_ context.Context, req app.RenderRequest) ([]app.Node,
 			return nil, err
 		}
 	}
-	host := appkit.Host(label, domain)
+	host := appkit.Host(c.HostName, domain)
 	mailEncryption := map[string]string{"tls": "ssl", "starttls": "tls", "none": "null"}[mail.TLS]
 
 	laravel := func(n *appkit.Node) {

@@ -84,6 +84,7 @@ func Run(t *testing.T, a App, c Case) {
 		t.Run("render_"+cfg.name, func(t *testing.T) { checkRender(t, a, Config(cfg.doc), c.Nodes) })
 		t.Run("render_missing_result_"+cfg.name, func(t *testing.T) { checkMissing(t, a, Config(cfg.doc)) })
 	}
+	t.Run("host_name", func(t *testing.T) { checkHostName(t, a) })
 	t.Run("wrong_options", func(t *testing.T) {
 		for ptr, doc := range c.Wrong {
 			_, err := requests(a, Config(doc))
@@ -451,5 +452,51 @@ func mustUnmarshal(t *testing.T, b []byte, v any) {
 	t.Helper()
 	if err := json.Unmarshal(b, v); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// checkHostName checks that the option the schema marks x-hostname names the app's DNS
+// record and certificate: the host judges that name, so the app must serve on it.
+func checkHostName(t *testing.T, a App) {
+	sc, err := a.Schema(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top struct {
+		Properties map[string]struct {
+			HostName bool `json:"x-hostname"`
+		} `json:"properties"`
+	}
+	mustUnmarshal(t, sc.JSON, &top)
+	option := ""
+	for name, p := range top.Properties {
+		if p.HostName {
+			option = name
+		}
+	}
+	if option == "" {
+		t.Fatal("no option is marked x-hostname: mark the one that holds the app's host name")
+	}
+	reqs := checkRequests(t, a, Config(map[string]any{option: "www.eu"}))
+	var records, certificates []string
+	for _, r := range reqs {
+		switch r.Type {
+		case contract.DNS:
+			var spec contract.DNSRequest
+			mustUnmarshal(t, r.Spec, &spec)
+			for _, rec := range spec.Records {
+				records = append(records, rec.Name)
+			}
+		case contract.TLS:
+			var spec contract.TLSRequest
+			mustUnmarshal(t, r.Spec, &spec)
+			certificates = append(certificates, spec.Domains...)
+		}
+	}
+	if len(records) != 1 || records[0] != "www.eu" {
+		t.Errorf("with %s www.eu the DNS records are %v, want www.eu", option, records)
+	}
+	if len(certificates) != 1 || certificates[0] != "www.eu."+Domain {
+		t.Errorf("with %s www.eu the certificate is for %v, want www.eu.%s", option, certificates, Domain)
 	}
 }
