@@ -67,7 +67,7 @@ type decoder struct {
 // value decodes the value at ptr; ok is false when the form has nothing for it, or only
 // what stands for leaving it as it is.
 func (d *decoder) value(s *schema, ptr string, required bool) (any, bool) {
-	v, ok := d.decode(s, ptr, required)
+	v, ok := d.decode(s, ptr)
 	if !ok || ptr == "" {
 		return v, ok || ptr == ""
 	}
@@ -85,7 +85,7 @@ func (d *decoder) value(s *schema, ptr string, required bool) (any, bool) {
 	return v, true
 }
 
-func (d *decoder) decode(s *schema, ptr string, required bool) (any, bool) {
+func (d *decoder) decode(s *schema, ptr string) (any, bool) {
 	switch {
 	case s.Type == "object":
 		obj := map[string]any{}
