@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -267,11 +268,15 @@ func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision str
 	}
 	var problems []schema.Problem
 	reported := map[string]bool{}
+	var doc map[string]any
+	_ = json.Unmarshal(filled, &doc)
 	for _, p := range cat.Check(filled) {
-		if _, kept := stored[p.Location]; !kept {
-			problems = append(problems, p)
-			reported[p.Location] = true
+		// A stored secret left empty is there; one typed anew is judged like any value.
+		if _, kept := stored[p.Location]; kept && !present(doc, p.Location) {
+			continue
 		}
+		problems = append(problems, p)
+		reported[p.Location] = true
 	}
 	// An app's host name is the host's to judge too: a schema's pattern cannot see the
 	// domain's length or the other apps' names.
@@ -420,4 +425,20 @@ func typeRank(typ string) int {
 		}
 	}
 	return len(contract.Types)
+}
+
+// present tells whether doc has a value at pointer, a pointer of object members only
+// (the pointers of writeOnly options).
+func present(doc map[string]any, pointer string) bool {
+	var cur any = doc
+	for _, tok := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return false
+		}
+		if cur, ok = m[strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")]; !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -356,6 +356,12 @@ func TestBrowserFormOfAnySchema(t *testing.T) {
 	require.Equal(t, 202, h.call("POST", "/deployments/"+d.ID+"/submit", cfg, &queued))
 	require.Equal(t, "succeeded", h.wait(queued.ID).State)
 	require.Equal(t, []string{tokenPtr}, h.deployment(d.ID).SecretsSet)
+	// With a secret stored, a new one typed is still held to the schema.
+	short := map[string]any{"domain": "forms.example.org", "apps": map[string]any{"formapp": map[string]any{"enable": true,
+		"options": map[string]any{"apiToken": "short"}}}}
+	refusal.Error.Location = ""
+	require.Equal(t, 400, h.call("POST", "/deployments/"+d.ID+"/submit", short, &refusal))
+	require.Equal(t, tokenPtr, refusal.Error.Location, "a too short secret is refused although one is stored")
 	require.Equal(t, 200, b.open("/deployments/"+d.ID+"/configure"))
 	b.do(chromedp.Click(chromedp.CSS(`input[name="clear-secret"][value="` + tokenPtr + `"]`)))
 	require.Equal(t, 200, b.clickDeploy())
