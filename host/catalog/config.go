@@ -101,6 +101,9 @@ func tokens(pointer string) []string {
 	return parts
 }
 
+// GetPointer returns the value at a JSON pointer of object members in doc, if it is there.
+func GetPointer(doc map[string]any, pointer string) (any, bool) { return pointerGet(doc, pointer) }
+
 func pointerGet(doc map[string]any, pointer string) (any, bool) {
 	var cur any = doc
 	for _, t := range tokens(pointer) {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -272,8 +271,10 @@ func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision str
 	_ = json.Unmarshal(filled, &doc)
 	for _, p := range cat.Check(filled) {
 		// A stored secret left empty is there; one typed anew is judged like any value.
-		if _, kept := stored[p.Location]; kept && !present(doc, p.Location) {
-			continue
+		if _, kept := stored[p.Location]; kept {
+			if _, typed := catalog.GetPointer(doc, p.Location); !typed {
+				continue
+			}
 		}
 		problems = append(problems, p)
 		reported[p.Location] = true
@@ -425,20 +426,4 @@ func typeRank(typ string) int {
 		}
 	}
 	return len(contract.Types)
-}
-
-// present tells whether doc has a value at pointer, a pointer of object members only
-// (the pointers of writeOnly options).
-func present(doc map[string]any, pointer string) bool {
-	var cur any = doc
-	for _, tok := range strings.Split(strings.TrimPrefix(pointer, "/"), "/") {
-		m, ok := cur.(map[string]any)
-		if !ok {
-			return false
-		}
-		if cur, ok = m[strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")]; !ok {
-			return false
-		}
-	}
-	return true
 }
