@@ -5,13 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fedhost/fedhost/internal/plugintest"
 	"github.com/fedhost/fedhost/plugins/resources/internal/secretfile/secrettest"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/client"
@@ -23,21 +22,7 @@ import (
 // binary is the plugin built once for the whole package.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fedhost-embedded-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "fedhost-resource-embedded")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { plugintest.Main(m, "fedhost-resource-embedded", &binary) }
 
 func dirSettings(tb testing.TB) json.RawMessage {
 	raw, err := json.Marshal(settings{Dir: tb.TempDir()})

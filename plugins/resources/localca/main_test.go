@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fedhost/fedhost/internal/plugintest"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/client"
 	"github.com/fedhost/fedhost/sdk/conformance"
@@ -29,21 +29,7 @@ import (
 // binary is the plugin built once for the whole package.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fedhost-localca-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "fedhost-resource-localca")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { plugintest.Main(m, "fedhost-resource-localca", &binary) }
 
 const request = `{"domains":["feeds.acme.localhost","www.acme.localhost"]}`
 

@@ -15,6 +15,7 @@ import (
 	bao "github.com/openbao/openbao/api/v2"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fedhost/fedhost/internal/plugintest"
 	"github.com/fedhost/fedhost/plugins/resources/internal/secretfile/secrettest"
 	"github.com/fedhost/fedhost/plugins/resources/openbao/kvtest"
 	"github.com/fedhost/fedhost/sdk"
@@ -27,21 +28,7 @@ import (
 // binary is the plugin built once for the whole package.
 var binary string
 
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fedhost-openbao-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binary = filepath.Join(dir, "fedhost-resource-openbao")
-	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		os.Exit(1)
-	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { plugintest.Main(m, "fedhost-resource-openbao", &binary) }
 
 const rootToken = "s.root-token-of-the-test-server"
 
