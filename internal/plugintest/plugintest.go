@@ -29,3 +29,25 @@ func Main(m *testing.M, name string, binary *string) {
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
+
+// MainWithServer starts, for the tests of a package, the real server they share: start
+// runs it with its files in a temporary directory and returns how to stop it. It runs
+// the tests, stops the server, removes the directory and exits with the tests' code;
+// name says which server in an error.
+func MainWithServer(m *testing.M, name string, start func(dir string) (stop func(), err error)) {
+	dir, err := os.MkdirTemp("", "fedhost-"+name+"-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	stop, err := start(dir)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s test server: %v\n", name, err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	stop()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/fedhost/fedhost/internal/child"
+	"github.com/fedhost/fedhost/internal/plugintest"
 )
 
 // testServer is the redis-server every test of this binary shares: started by TestMain
@@ -27,21 +28,7 @@ var testServer struct {
 
 func TestMain(m *testing.M) {
 	hclog.SetDefault(hclog.NewNullLogger())
-	dir, err := os.MkdirTemp("", "fedhost-redis-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	stop, err := startRedis(dir)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "redis test server: %v\n", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	stop()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	plugintest.MainWithServer(m, "redis", startRedis)
 }
 
 // startRedis starts redis-server as a child killed with the test process (Pdeathsig),

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fedhost/fedhost/internal/child"
+	"github.com/fedhost/fedhost/internal/plugintest"
 )
 
 // testServer is the named every test of this binary shares: started by TestMain on
@@ -28,21 +29,7 @@ var testServer struct {
 
 func TestMain(m *testing.M) {
 	hclog.SetDefault(hclog.NewNullLogger())
-	dir, err := os.MkdirTemp("", "fedhost-rfc2136-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	stop, err := startNamed(dir)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "named test server: %v\n", err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	code := m.Run()
-	stop()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	plugintest.MainWithServer(m, "named", startNamed)
 }
 
 // startNamed starts named in the foreground as a child killed with the test process
