@@ -24,10 +24,11 @@ const (
 	LDAP       = "ldap"
 	OIDC       = "oidc"
 	Instance   = "instance"
+	Route      = "route"
 )
 
 // Types lists every resource type, in the order a build provisions them.
-var Types = []string{Secret, PostgreSQL, S3, Redis, LDAP, SMTP, DNS, TLS, OIDC, Instance}
+var Types = []string{Secret, PostgreSQL, S3, Redis, LDAP, SMTP, DNS, TLS, OIDC, Instance, Route}
 
 //go:embed schemas/*.json
 var schemaFiles embed.FS

@@ -39,8 +39,10 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 		{contract.DNS, contract.DNSRequest{Zone: "example.org", Records: []contract.DNSRecord{{Name: "@", Type: "A", Value: "192.0.2.1"}}},
 			contract.DNSResult{Zone: "example.org", Nameservers: []string{"ns1.example.net"}, Records: []contract.DNSRecord{},
 				Update: &contract.DNSUpdate{Server: "192.0.2.53:53", KeyName: "main.t.fedhost.", Algorithm: "hmac-sha256", Secret: contract.SecretRef{Secret: "tsig-secret"}}}},
-		{contract.TLS, contract.TLSRequest{Domains: []string{"example.org"}},
-			contract.TLSResult{Certificate: "PEM", Key: contract.SecretRef{Secret: "key"}, NotAfter: "2027-01-01T00:00:00Z"}},
+		{contract.TLS, contract.TLSRequest{Domains: []string{"example.org"}, Challenge: "dns-01",
+			DNS: &contract.DNSUpdate{Server: "192.0.2.53:53", KeyName: "main.t.fedhost.", Algorithm: "hmac-sha256", Secret: contract.SecretRef{Secret: "t-dns-creds/tsig"}}},
+			contract.TLSResult{Certificate: "PEM", Key: contract.SecretRef{Secret: "key"}, NotAfter: "2027-01-01T00:00:00Z",
+				Issuer: "Pebble Intermediate CA", RenewAfter: "2026-12-02T00:00:00Z"}},
 		{contract.LDAP, contract.LDAPRequest{Groups: []string{"admins"}},
 			contract.LDAPResult{URL: "ldap://127.0.0.1:389", BaseDN: "ou=t,dc=example", UsersDN: "ou=users,ou=t,dc=example", GroupsDN: "ou=groups,ou=t,dc=example", BindDN: "cn=t,dc=example", BindPassword: pw}},
 		{contract.OIDC, contract.OIDCRequest{Name: "Miniflux", RedirectURIs: []string{"https://rss.example.org/oauth2/oidc/callback"}},
@@ -50,6 +52,10 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 				Files: map[string]contract.InstanceFile{"database-url": {Content: "postgres://u:${secret:db}@h/d"}},
 				Ports: []contract.Port{{Name: "http", Protocol: "http"}}, Health: &contract.Health{Port: "http", HTTPPath: "/healthcheck"}},
 			contract.InstanceResult{State: "running", Addresses: map[string]string{"http": "127.0.0.1:40001"}}},
+		{contract.Route,
+			contract.RouteRequest{Hosts: []string{"feeds.example.org"}, Upstream: "127.0.0.1:40001",
+				TLS: &contract.RouteTLS{Certificate: "PEM", Key: contract.SecretRef{Secret: "t-feeds-tls-creds/key"}}},
+			contract.RouteResult{URLs: []string{"https://feeds.example.org/"}}},
 	}
 	require.Len(t, cases, len(contract.Types), "every type has a case")
 	for _, c := range cases {

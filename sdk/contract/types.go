@@ -175,6 +175,13 @@ type DNSUpdate struct {
 // TLSRequest asks for a certificate.
 type TLSRequest struct {
 	Domains []string `json:"domains"`
+	// Challenge is how a CA that validates names is answered: "dns-01" (the default when
+	// DNS is given) or "http-01". A provider that validates nothing (a local CA) ignores it.
+	Challenge string `json:"challenge,omitempty"`
+	// DNS is how to publish DNS-01 answers: the deployment's own zone's update key, from
+	// its dns result. The host puts the key's value in resource.Request.Secrets under
+	// DNS.Secret.Secret.
+	DNS *DNSUpdate `json:"dns,omitempty"`
 }
 
 // TLSResult is a certificate chain (public) and its key (secret).
@@ -183,6 +190,36 @@ type TLSResult struct {
 	Key         SecretRef `json:"key"`
 	// NotAfter is RFC 3339.
 	NotAfter string `json:"not_after"`
+	// Issuer is the issuing CA's name, for people (its subject's common name).
+	Issuer string `json:"issuer,omitempty"`
+	// RenewAfter (RFC 3339) is when the provider will give a new certificate rather than
+	// this one: the host's scheduler provisions the resource again from then on.
+	RenewAfter string `json:"renew_after,omitempty"`
+}
+
+// RouteRequest asks the front door to send requests for Hosts to Upstream. The host makes
+// it for each app that has a host name, after the app's node runs; apps do not request it.
+type RouteRequest struct {
+	// Hosts are fully qualified host names.
+	Hosts []string `json:"hosts"`
+	// Upstream is host:port of the node's HTTP port.
+	Upstream string `json:"upstream"`
+	// TLS is the certificate to serve for Hosts; without it the route is plain HTTP.
+	TLS *RouteTLS `json:"tls,omitempty"`
+}
+
+// RouteTLS is a certificate chain and its key, from a tls result. The host puts the key's
+// value in resource.Request.Secrets under Key.Secret.
+type RouteTLS struct {
+	Certificate string    `json:"certificate"`
+	Key         SecretRef `json:"key"`
+}
+
+// RouteResult is the route as served.
+type RouteResult struct {
+	// URLs are the addresses people use, one for each host: "https://feeds.example.org/",
+	// with a port when the front door does not listen on the scheme's own.
+	URLs []string `json:"urls"`
 }
 
 // LDAPRequest asks for a directory subtree with groups.

@@ -16,7 +16,10 @@ type Request struct {
 	// Spec is the request, JSON following the type's request schema.
 	Spec json.RawMessage
 	// Secrets holds the secret values the provider returned for this resource before, kept
-	// by the host in the secret resource, so a provision again reuses them.
+	// by the host in the secret resource, so a provision again reuses them, under the keys
+	// the provider gave them. Where the spec names a secret of another resource (a
+	// SecretRef, such as a tls request's dns update key or a route's certificate key), the
+	// host puts its value here too, under the SecretRef's name.
 	Secrets map[string][]byte
 }
 
