@@ -83,6 +83,7 @@ func (e *env) serve(ctx context.Context) error {
 		AuditRetention:    cfg.AuditRetention(),
 
 		MaxDeploymentsPerOperator: cfg.DeploymentLimit(),
+		FrontDoor:                 frontDoor(cfg),
 	})
 	revision, err := engine.RecordRevision(ctx)
 	if err != nil {
@@ -269,4 +270,10 @@ func pluginSettings(cfg *config.Config) func(sdk.Description) (json.RawMessage, 
 		}
 		return nil, true
 	}
+}
+
+// frontDoor is where the route provider serves the apps, from the front_door_* settings.
+func frontDoor(cfg *config.Config) deploy.FrontDoor {
+	https, http := cfg.FrontDoorPorts()
+	return deploy.FrontDoor{Addresses: cfg.FrontDoorIPs(), HTTPSPort: https, HTTPPort: http}
 }

@@ -57,6 +57,16 @@ type Config struct {
 	// MaxDeploymentsPerOperator is how many deployments an operator who is not a
 	// superuser may hold, destroyed ones not counted ("0" sets no limit).
 	MaxDeploymentsPerOperator string
+	// FrontDoorAddresses lists, comma-separated, the public IPs of the front door (the
+	// route provider): each app's host name gets A and AAAA records to them.
+	FrontDoorAddresses string
+	// FrontDoorHTTPSPort and FrontDoorHTTPPort are the ports the route provider serves
+	// HTTPS and plain HTTP on; a port other than the scheme's own is part of app URLs.
+	FrontDoorHTTPSPort string
+	FrontDoorHTTPPort  string
+	// SuggestedDomain is the domain offered for a new deployment; {namespace} in it
+	// stands for the deployment's namespace. Empty offers none.
+	SuggestedDomain string
 	// Resources lists, per resource type, the provider that answers it.
 	Resources []Resource
 	// Registrars lists the registrar drivers in use.
@@ -185,6 +195,9 @@ func Default() *Config {
 		IdleTimeout:           "120s",
 
 		MaxDeploymentsPerOperator: "20",
+		FrontDoorAddresses:        "127.0.0.1",
+		FrontDoorHTTPSPort:        "443",
+		FrontDoorHTTPPort:         "80",
 		Resources: []Resource{
 			{Type: "postgresql", Provider: "postgresql", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
 			{Type: "s3", Provider: "versitygw", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
@@ -296,6 +309,24 @@ func (c *Config) Timeouts() (read, write, idle time.Duration) {
 	write, _ = time.ParseDuration(c.WriteTimeout)
 	idle, _ = time.ParseDuration(c.IdleTimeout)
 	return read, write, idle
+}
+
+// FrontDoorIPs is FrontDoorAddresses as a list.
+func (c *Config) FrontDoorIPs() []string {
+	var out []string
+	for _, a := range strings.Split(c.FrontDoorAddresses, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// FrontDoorPorts are FrontDoorHTTPSPort and FrontDoorHTTPPort as numbers (validated).
+func (c *Config) FrontDoorPorts() (https, http int) {
+	https, _ = strconv.Atoi(c.FrontDoorHTTPSPort)
+	http, _ = strconv.Atoi(c.FrontDoorHTTPPort)
+	return https, http
 }
 
 // Proxies is TrustedProxies as a list; empty when none is trusted.

@@ -269,7 +269,7 @@ func TestLoadFileErrors(t *testing.T) {
 		{
 			name: "unknown resource type",
 			src:  "resource \"mysql\" {\n  provider = \"mysql\"\n}\n",
-			want: []string{`:1,10-17: Unknown resource type; "mysql" is not a resource type; use one of secret, postgresql, s3, redis, smtp, dns, tls, ldap, oidc, instance.`},
+			want: []string{`:1,10-17: Unknown resource type; "mysql" is not a resource type; use one of secret, postgresql, s3, redis, smtp, dns, tls, ldap, oidc, instance, route.`},
 		},
 		{
 			name: "duplicate resource label",

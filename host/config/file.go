@@ -15,7 +15,7 @@ import (
 )
 
 // resourceTypes are the resource types the sdk defines a contract for.
-var resourceTypes = []string{"secret", "postgresql", "s3", "redis", "smtp", "dns", "tls", "ldap", "oidc", "instance"}
+var resourceTypes = []string{"secret", "postgresql", "s3", "redis", "smtp", "dns", "tls", "ldap", "oidc", "instance", "route"}
 
 var (
 	fileSchema = &hcl.BodySchema{

@@ -36,6 +36,10 @@ var settings = []setting{
 	{"trusted_proxies", "comma-separated IPs or CIDRs of reverse proxies whose X-Forwarded-Proto and X-Real-IP are believed; empty trusts none", func(c *Config) *string { return &c.TrustedProxies }},
 	{"max_deployments_per_operator", "deployments an operator (not a superuser) may hold; 0 sets no limit", func(c *Config) *string { return &c.MaxDeploymentsPerOperator }},
 	{"build_log_retention_days", "days the logs of finished builds are kept; 0 keeps all", func(c *Config) *string { return &c.BuildLogRetentionDays }},
+	{"front_door_addresses", "comma-separated public IPs of the front door (the route provider), published as each app host name's A and AAAA records", func(c *Config) *string { return &c.FrontDoorAddresses }},
+	{"front_door_https_port", "the port the front door serves HTTPS on, as the route provider listens: it is in each app's URL unless 443", func(c *Config) *string { return &c.FrontDoorHTTPSPort }},
+	{"front_door_http_port", "the port the front door serves plain HTTP on (redirects to HTTPS), as the route provider listens", func(c *Config) *string { return &c.FrontDoorHTTPPort }},
+	{"suggested_domain", "the domain the UI suggests for a new deployment, {namespace} standing for its namespace (e.g. {namespace}.localhost); empty suggests none", func(c *Config) *string { return &c.SuggestedDomain }},
 }
 
 func (s setting) flag() string { return strings.ReplaceAll(s.name, "_", "-") }

@@ -74,6 +74,22 @@ func (c *Config) validate() error {
 	if n, err := strconv.Atoi(c.MaxDeploymentsPerOperator); err != nil || n < 0 {
 		bad("max_deployments_per_operator", "%q is not a number of deployments; use 0 for no limit, or e.g. 20", c.MaxDeploymentsPerOperator)
 	}
+	for i, a := range c.FrontDoorIPs() {
+		if net.ParseIP(a) == nil {
+			bad("front_door_addresses", "entry %d is not an IP address; list the front door's public IPs, such as 203.0.113.10, 2001:db8::10", i+1)
+		}
+	}
+	for _, p := range []struct{ name, value string }{{"front_door_https_port", c.FrontDoorHTTPSPort}, {"front_door_http_port", c.FrontDoorHTTPPort}} {
+		if n, err := strconv.Atoi(p.value); err != nil || n < 1 || n > 65535 {
+			bad(p.name, "is not a port from 1 to 65535; set the port the route provider listens on, such as 443")
+		}
+	}
+	if d := c.SuggestedDomain; d != "" {
+		probe := strings.ReplaceAll(d, "{namespace}", "ns")
+		if len(d) > 200 || !suggestedDomain.MatchString(probe) {
+			bad("suggested_domain", "is not a domain name with an optional {namespace}, such as {namespace}.localhost")
+		}
+	}
 	validateBackups("backup_", c.BackupSchedule, c.BackupKeepWithin, bad)
 	apps := make([]string, 0, len(c.Backups))
 	for app := range c.Backups {
@@ -89,6 +105,9 @@ func (c *Config) validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// suggestedDomain is a domain name of lower case labels (with {namespace} replaced).
+var suggestedDomain = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
 
 // keepWithin is a retention: numbers of weeks, days and hours, such as 30d or 1w12h.
 var keepWithin = regexp.MustCompile(`^([0-9]+[wdh])+$`)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -131,14 +132,24 @@ func (r *run) deploy(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	plans, err := r.e.plan(ctx, r.d, cfg, options, existing, versions)
+	hosts, err := r.e.hostNames(ctx, json.RawMessage(r.build.Config), revision)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	plans, dns, err := r.e.plan(ctx, r.d, cfg, options, existing, versions, hosts)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
 	r.revision = revision
 	total := 0
+	if dns != nil {
+		total++
+	}
 	for _, ap := range plans {
 		total += len(ap.Steps) + 1
+		if ap.TLS != nil {
+			total++
+		}
 	}
 	r.event(store.LevelInfo, "plan", 5, "%d apps, %d resources and their nodes checked with their providers", len(plans), total-len(plans))
 
@@ -148,7 +159,7 @@ func (r *run) deploy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := r.apply(ctx, cfg, plans, total); err != nil {
+	if err := r.apply(ctx, cfg, plans, dns, total); err != nil {
 		if len(upgrades) > 0 {
 			return r.rollback(ctx, upgrades, err)
 		}
@@ -158,11 +169,33 @@ func (r *run) deploy(ctx context.Context) error {
 	return nil
 }
 
-// apply provisions the plans in order, then removes what they no longer ask for.
-func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, total int) error {
+// apply provisions the deployment's zone, then the plans in order, then removes what
+// they no longer ask for.
+func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, dns *step, total int) error {
 	done := 0
 	progress := func() int { return 5 + 85*done/max(total, 1) }
 	keep := map[string]bool{}
+	if dns != nil {
+		res, err := r.provision(ctx, *dns, progress())
+		if err != nil {
+			return err
+		}
+		keep[dns.Name] = true
+		done++
+		var zone contract.DNSResult
+		if err := json.Unmarshal(res, &zone); err != nil {
+			return fmt.Errorf("%s: result: %w", dns.Name, err)
+		}
+		r.event(store.LevelInfo, "dns", progress(), "zone %s is served by %s", zone.Zone, strings.Join(zone.Nameservers, ", "))
+		for _, ap := range plans {
+			if ap.TLS != nil {
+				// The certificate answers DNS-01 with the zone's update key, known now.
+				if ap.TLS, err = r.e.tlsStep(ctx, ap.App.Name, ap.Host, &zone); err != nil {
+					return err
+				}
+			}
+		}
+	}
 	for _, ap := range plans {
 		results := map[string]json.RawMessage{}
 		for _, s := range ap.Steps {
@@ -174,10 +207,24 @@ func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, t
 			keep[s.Name] = true
 			done++
 		}
+		var cert *contract.TLSResult
+		if ap.TLS != nil {
+			res, err := r.provision(ctx, *ap.TLS, progress())
+			if err != nil {
+				return err
+			}
+			cert = &contract.TLSResult{}
+			if err := json.Unmarshal(res, cert); err != nil {
+				return fmt.Errorf("%s: result: %w", ap.TLS.Name, err)
+			}
+			keep[ap.TLS.Name] = true
+			done++
+		}
 		nodes, err := r.e.render(ctx, r.d, cfg.Domain, ap, results)
 		if err != nil {
 			return err
 		}
+		var upstream string
 		for _, n := range nodes {
 			res, err := r.provision(ctx, n, progress())
 			if err != nil {
@@ -189,10 +236,48 @@ func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, t
 			}
 			r.event(store.LevelInfo, "verdict", progress(), "node %s is healthy at %s", n.Name, addresses(ir))
 			keep[n.Name] = true
+			if n.Name == ap.routeNode {
+				upstream = ir.Addresses[ap.routePort]
+			}
+		}
+		if ap.routeNode != "" {
+			if err := r.openRoute(ctx, ap, upstream, cert, progress()); err != nil {
+				return err
+			}
+			keep[ap.App.Name+"-route"] = true
 		}
 		done++
 	}
 	return r.removeUnplanned(ctx, cfg, keep)
+}
+
+// openRoute has the front door send the app's host name to its node, and checks that
+// the front door serves the URL the node was given.
+func (r *run) openRoute(ctx context.Context, ap *appPlan, upstream string, cert *contract.TLSResult, progress int) error {
+	if upstream == "" {
+		return fmt.Errorf("node %s: the instance provider gave no address for port %s, which the front door routes %s to", ap.routeNode, ap.routePort, ap.Host)
+	}
+	s, err := r.e.routeStep(ap.App.Name, ap.Host, upstream, cert)
+	if err != nil {
+		return err
+	}
+	if err := s.client.Validate(ctx, s.Type, s.Spec); err != nil {
+		return fmt.Errorf("%s (route by %s): %w", s.Name, s.Provider, err)
+	}
+	res, err := r.provision(ctx, s, progress)
+	if err != nil {
+		return err
+	}
+	var rr contract.RouteResult
+	if err := json.Unmarshal(res, &rr); err != nil {
+		return fmt.Errorf("%s: result: %w", s.Name, err)
+	}
+	if !slices.Contains(rr.URLs, ap.URL) {
+		return fmt.Errorf("%s: the front door (route by %s) serves %s at %s, but the app was given %s: make front_door_https_port and front_door_http_port in fedhost.hcl the ports the route provider listens on",
+			s.Name, s.Provider, ap.Host, strings.Join(rr.URLs, ", "), ap.URL)
+	}
+	r.event(store.LevelInfo, "route", progress, "app %s answers at %s", ap.App.Name, ap.URL)
+	return nil
 }
 
 func addresses(ir contract.InstanceResult) string {
@@ -219,6 +304,18 @@ func (r *run) provision(ctx context.Context, s step, progress int) (json.RawMess
 			}
 			secrets[key] = v
 		}
+	}
+	for _, ref := range specRefs(s) {
+		// The update key of the zone for a certificate, a certificate's key for a route.
+		owner, ok := r.owners[ref]
+		if !ok {
+			return nil, fmt.Errorf("%s names secret %s, which no resource of this deployment holds", s.Name, ref)
+		}
+		v, err := r.e.reveal(ctx, r.d.Namespace, owner, ref)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.Name, err)
+		}
+		secrets[ref] = v
 	}
 	if s.Type == contract.Instance {
 		var spec contract.InstanceRequest
@@ -305,7 +402,7 @@ func (r *run) removeUnplanned(ctx context.Context, cfg catalog.Config, planned m
 	sortReverse(gone)
 	for _, row := range gone {
 		a := cfg.Apps[row.App]
-		keepData := !a.Enable && !a.DeleteData && row.Type != contract.Instance && row.Name != operatorInstance
+		keepData := !a.Enable && !a.DeleteData && row.Type != contract.Instance && row.Name != operatorInstance && !frontDoorType(row.Type)
 		if keepData {
 			if row.State != store.ResourceKept {
 				row.State = store.ResourceKept

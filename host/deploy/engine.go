@@ -58,6 +58,8 @@ type Options struct {
 	AuditRetention time.Duration
 	// Clock tells the engine the time (time.Now when nil); tests inject one.
 	Clock func() time.Time
+	// FrontDoor is where the route provider serves the apps (frontdoor.go).
+	FrontDoor FrontDoor
 	// MaxDeploymentsPerOperator bounds the deployments, destroyed ones not counted, that
 	// an operator who is not a superuser may hold; 0 sets no limit.
 	MaxDeploymentsPerOperator int

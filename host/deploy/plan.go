@@ -43,6 +43,12 @@ type appPlan struct {
 	Steps   []step
 	// Nodes are rendered from stub results for the plan's checks and its preview.
 	Nodes []step
+	// Host is the app's host name and URL its address on the front door; TLS is the
+	// step of its certificate (frontdoor.go). All empty without a route provider.
+	Host, URL string
+	TLS       *step
+	// routeNode and routePort are the node and port the front door sends Host to.
+	routeNode, routePort string
 }
 
 // Change is one line of a preview.
@@ -64,7 +70,10 @@ type Plan struct {
 // nodes the apps would render (against stub results where none exist yet), then routes
 // each request and has its provider validate it. Nothing changes. The nodes come first:
 // an app that cannot run on this instance provider is the most useful refusal.
-func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Config, options map[string]json.RawMessage, existing map[string]json.RawMessage, versions map[string]string) ([]*appPlan, error) {
+//
+// hosts holds the apps' host names; the front door's steps are planned for them, and the
+// deployment's zone, if any, is returned.
+func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Config, options map[string]json.RawMessage, existing map[string]json.RawMessage, versions map[string]string, hosts map[string]string) ([]*appPlan, *step, error) {
 	var out []*appPlan
 	names := make([]string, 0, len(cfg.Apps))
 	for name, a := range cfg.Apps {
@@ -76,17 +85,20 @@ func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Confi
 	for _, name := range names {
 		a, err := e.appAt(name, versions)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		c, err := a.Plugin.Client()
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		reqs, err := c.App().Requests(ctx, app.RequestsRequest{Tenant: d.Namespace, Domain: cfg.Domain, Config: options[name]})
 		if err != nil {
-			return nil, fmt.Errorf("app %s: resource requests: %w", name, err)
+			return nil, nil, fmt.Errorf("app %s: resource requests: %w", name, err)
 		}
 		ap := &appPlan{App: a, Options: options[name]}
+		if host, ok := hosts[name]; ok {
+			ap.Host, ap.URL = host, e.publicURL(host)
+		}
 		for _, r := range reqs {
 			deps := make([]string, len(r.DependsOn))
 			for i, dep := range r.DependsOn {
@@ -95,23 +107,27 @@ func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Confi
 			ap.Steps = append(ap.Steps, step{App: name, Name: name + "-" + r.Name, Request: r.Name, Type: r.Type, Spec: r.Spec, DependsOn: deps})
 		}
 		if err := order(ap.Steps); err != nil {
-			return nil, fmt.Errorf("app %s: %w", name, err)
+			return nil, nil, fmt.Errorf("app %s: %w", name, err)
 		}
 		if ap.Nodes, err = e.render(ctx, d, cfg.Domain, ap, stubResults(ap.Steps, existing)); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for i := range ap.Steps {
 			s := &ap.Steps[i]
 			if s.client, s.Provider, err = e.route(s.Type); err != nil {
-				return nil, fmt.Errorf("app %s, request %s: %w", name, s.Request, err)
+				return nil, nil, fmt.Errorf("app %s, request %s: %w", name, s.Request, err)
 			}
 			if err := s.client.Validate(ctx, s.Type, s.Spec); err != nil {
-				return nil, fmt.Errorf("app %s, request %s (%s by %s): %w", name, s.Request, s.Type, s.Provider, err)
+				return nil, nil, fmt.Errorf("app %s, request %s (%s by %s): %w", name, s.Request, s.Type, s.Provider, err)
 			}
 		}
 		out = append(out, ap)
 	}
-	return out, nil
+	dns, err := e.planFrontDoor(ctx, cfg.Domain, hosts, out, existing)
+	if err != nil {
+		return nil, nil, err
+	}
+	return out, dns, nil
 }
 
 // order sorts steps by type rank, then so that each comes after what it depends on.
@@ -203,14 +219,17 @@ func (e *Engine) render(ctx context.Context, d store.Deployment, domain string, 
 	}
 	var out []step
 	for _, n := range nodes {
-		if err := checkNode(n.Spec); err != nil {
-			return nil, refuse(CodeInvalidConfiguration, "", "app %s, node %s: %v; the configuration asks for more than a node can be given: shorten the options that fill it", ap.App.Name, n.Name, err)
-		}
-		if err := client.Validate(ctx, contract.Instance, n.Spec); err != nil {
-			return nil, fmt.Errorf("app %s, node %s, on instance provider %s: %w", ap.App.Name, n.Name, provider, err)
-		}
 		out = append(out, step{App: ap.App.Name, Name: ap.App.Name + "-" + n.Name, Request: n.Name, Type: contract.Instance,
 			Provider: provider, Spec: n.Spec, client: client})
+	}
+	routeURL(ap, out)
+	for _, n := range out {
+		if err := checkNode(n.Spec); err != nil {
+			return nil, refuse(CodeInvalidConfiguration, "", "app %s, node %s: %v; the configuration asks for more than a node can be given: shorten the options that fill it", ap.App.Name, n.Request, err)
+		}
+		if err := client.Validate(ctx, contract.Instance, n.Spec); err != nil {
+			return nil, fmt.Errorf("app %s, node %s, on instance provider %s: %w", ap.App.Name, n.Request, provider, err)
+		}
 	}
 	return out, nil
 }
@@ -258,6 +277,8 @@ func stubResults(steps []step, existing map[string]json.RawMessage) map[string]j
 			v = contract.DNSResult{Zone: req.Zone, Nameservers: []string{}, Records: req.Records}
 		case contract.TLS:
 			v = contract.TLSResult{Certificate: "pending", Key: pending, NotAfter: "2000-01-01T00:00:00Z"}
+		case contract.Route:
+			v = contract.RouteResult{URLs: []string{"https://pending.invalid/"}}
 		case contract.LDAP:
 			v = contract.LDAPResult{URL: "ldap://pending", BaseDN: "dc=pending", UsersDN: "ou=users,dc=pending", GroupsDN: "ou=groups,dc=pending", BindDN: "cn=pending", BindPassword: pending}
 		case contract.OIDC:
@@ -303,7 +324,11 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 	if err != nil {
 		return Plan{}, err
 	}
-	plans, err := e.plan(ctx, d, cfg, options, results, versions)
+	hosts, err := e.hostNames(ctx, migrated, e.revisionFor(d, false))
+	if err != nil {
+		return Plan{}, err
+	}
+	plans, dns, err := e.plan(ctx, d, cfg, options, results, versions, hosts)
 	if err != nil {
 		return Plan{}, refuse(CodeInvalidConfiguration, "", "%v", err)
 	}
@@ -320,12 +345,36 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 		}
 		p.Changes = append(p.Changes, Change{Action: action, Name: s.Name, App: s.App, Type: s.Type, Provider: s.Provider, Kind: kind})
 	}
+	if dns != nil {
+		add(*dns, "resource")
+	}
 	for _, ap := range plans {
 		for _, s := range ap.Steps {
 			add(s, "resource")
 		}
+		unchanged := true
+		if ap.TLS != nil {
+			add(*ap.TLS, "resource")
+			unchanged = p.Changes[len(p.Changes)-1].Action == "unchanged"
+		}
 		for _, n := range ap.Nodes {
 			add(n, "node")
+			unchanged = unchanged && p.Changes[len(p.Changes)-1].Action == "unchanged"
+		}
+		if ap.routeNode != "" && e.has(contract.Route) {
+			// The route's spec holds the node's address, known once it runs: it is
+			// unchanged when the node and the certificate are.
+			name := ap.App.Name + "-route"
+			planned[name] = true
+			action := "create"
+			if _, ok := stored[name]; ok {
+				action = "change"
+				if unchanged && stored[name].State == store.ResourceProvisioned {
+					action = "unchanged"
+				}
+			}
+			_, provider, _ := e.route(contract.Route)
+			p.Changes = append(p.Changes, Change{Action: action, Name: name, App: ap.App.Name, Type: contract.Route, Provider: provider, Kind: "resource"})
 		}
 	}
 	for _, r := range rows {
@@ -333,7 +382,7 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 			continue
 		}
 		action := "delete"
-		if a, ok := cfg.Apps[r.App]; ok && !a.Enable && !a.DeleteData && r.Type != contract.Instance {
+		if a, ok := cfg.Apps[r.App]; ok && !a.Enable && !a.DeleteData && r.Type != contract.Instance && !frontDoorType(r.Type) {
 			action = "keep"
 		}
 		kind := "resource"

@@ -111,7 +111,6 @@ func (m *mastodon) requests(c config, domain string) []app.ResourceRequest {
 		}),
 		appkit.Request("mail", contract.SMTP, contract.SMTPRequest{Sender: c.MailSender, Domain: domain}),
 	}
-	reqs = append(reqs, appkit.Web(c.HostName, domain)...)
 	if c.OIDCLogin {
 		reqs = append(reqs, appkit.SSO("Mastodon", host, oidcRedirectPath, m.GroupNames())...)
 	}

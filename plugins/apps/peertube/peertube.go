@@ -116,7 +116,6 @@ func (p *peertube) requests(c config, domain string) []app.ResourceRequest {
 		}),
 		appkit.Request("mail", contract.SMTP, contract.SMTPRequest{Sender: c.MailSender, Domain: domain}),
 	}
-	reqs = append(reqs, appkit.Web(c.HostName, domain)...)
 	if c.OIDCLogin {
 		reqs = append(reqs, appkit.SSO("PeerTube", appkit.Host(c.HostName, domain), oidcRedirectPath, p.GroupNames())...)
 	}

@@ -97,7 +97,6 @@ func (p *pixelfed) requests(c config, domain string) []app.ResourceRequest {
 		}),
 		appkit.Request("mail", contract.SMTP, contract.SMTPRequest{Sender: c.MailSender, Domain: domain}),
 	}
-	reqs = append(reqs, appkit.Web(c.HostName, domain)...)
 	if c.OIDCLogin {
 		reqs = append(reqs, appkit.SSO("Pixelfed", appkit.Host(c.HostName, domain), oidcRedirectPath, p.GroupNames())...)
 	}

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/fedhost/fedhost/sdk/app"
-	"github.com/fedhost/fedhost/sdk/contract"
 )
 
 // Base is what the apps share beside Requests and Render: the schema, the image settings,
@@ -75,17 +74,6 @@ func (b *Base) GroupNames() []string {
 		out[i] = g.Name
 	}
 	return out
-}
-
-// Web returns the requests that put a host name on the web: a CNAME of the app's label to
-// the deployment's domain (whose own records the host keeps), and a certificate for it.
-func Web(label, domain string) []app.ResourceRequest {
-	return []app.ResourceRequest{
-		Request("dns", contract.DNS, contract.DNSRequest{Zone: domain, Records: []contract.DNSRecord{
-			{Name: label, Type: "CNAME", Value: domain + ".", TTL: 3600},
-		}}),
-		Request("tls", contract.TLS, contract.TLSRequest{Domains: []string{label + "." + domain}}, "dns"),
-	}
 }
 
 // Host returns the app's host name in the deployment's domain.
