@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/net/publicsuffix"
 
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/sdk"
@@ -232,7 +233,32 @@ func (c *Catalog) Validate(config json.RawMessage) error {
 // Check lists every problem of a deployment configuration, each at the JSON pointer of
 // the value it concerns; none when it is valid.
 func (c *Catalog) Check(config json.RawMessage) []schema.Problem {
-	return schema.Check(c.compiled, config)
+	problems := schema.Check(c.compiled, config)
+	var doc struct {
+		Domain string `json:"domain"`
+	}
+	for _, p := range problems {
+		if p.Location == "/domain" {
+			return problems
+		}
+	}
+	if json.Unmarshal(config, &doc) == nil && PublicSuffix(doc.Domain) {
+		problems = append(problems, schema.Problem{Location: "/domain",
+			Message: "Domain is a public suffix, under which others register their names: use a domain registered under it"})
+		sort.SliceStable(problems, func(i, j int) bool { return problems[i].Location < problems[j].Location })
+	}
+	return problems
+}
+
+// PublicSuffix reports whether domain is a suffix of the Public Suffix List (co.uk,
+// github.io) rather than a name registered under one. The list is the one
+// golang.org/x/net/publicsuffix was built with.
+func PublicSuffix(domain string) bool {
+	if domain == "" || !strings.Contains(domain, ".") {
+		return false
+	}
+	suffix, _ := publicsuffix.PublicSuffix(domain)
+	return suffix == domain
 }
 
 // WithDefaults fills in the defaults of the composed schema at every depth; an enabled

@@ -123,3 +123,20 @@ func TestAppSchemaWithItsOwnDefs(t *testing.T) {
 	empty := testCatalog(t, `{}`)
 	require.Empty(t, empty.Check(json.RawMessage(`{"domain":"x.org","apps":{"site":{"enable":true}}}`)))
 }
+
+// A deployment's domain is a name one can hold: not an IP, not over 253 characters, not
+// a public suffix alone, each refused at /domain without the value in the message.
+func TestCheckRefusesDomainsNobodyHolds(t *testing.T) {
+	t.Parallel()
+	c := testCatalog(t, siteSchema)
+	long := strings.Repeat("a", 60) + "." + strings.Repeat("b", 60) + "." + strings.Repeat("c", 60) + "." + strings.Repeat("d", 60) + ".example.org"
+	for _, domain := range []string{"co.uk", "github.io", "192.0.2.1", "not a domain", "Acme.Example", long, "acme"} {
+		problems := c.Check(json.RawMessage(`{"domain":"` + domain + `","apps":{}}`))
+		require.Len(t, problems, 1, domain)
+		require.Equal(t, "/domain", problems[0].Location, domain)
+		require.NotContains(t, problems[0].Message, domain, "the value is not echoed")
+	}
+	for _, domain := range []string{"acme.co.uk", "acme.test", "acme.localhost", "feeds.acme.example.org"} {
+		require.Empty(t, c.Check(json.RawMessage(`{"domain":"`+domain+`","apps":{}}`)), domain)
+	}
+}
