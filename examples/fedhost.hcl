@@ -38,9 +38,18 @@ trusted_proxies = ""
 # Deployments an operator may hold (superusers: any number); 0 sets no limit.
 max_deployments_per_operator = "20"
 
+# The front door (the route provider): the public IPs each app host name's A/AAAA
+# records point at, and the ports it serves HTTPS and HTTP (a redirect) on.
+front_door_addresses  = "127.0.0.1"
+front_door_https_port = "8443"
+front_door_http_port  = "8000"
+
+# The domain the UI offers for a new deployment; {namespace} stands for its namespace.
+suggested_domain = ""
+
 # One block per resource type the applications may ask for: which provider plugin
 # answers it, with the provider's settings and limits. Known types: secret, postgresql,
-# s3, redis, smtp, dns, tls, ldap, oidc, instance. Once this file has a resource block,
+# s3, redis, smtp, dns, tls, ldap, oidc, instance, route. Once this file has a resource block,
 # only the types declared here are offered.
 
 # A PostgreSQL cluster managed by fedhost in data_dir; one role and database per

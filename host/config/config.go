@@ -196,8 +196,9 @@ func Default() *Config {
 
 		MaxDeploymentsPerOperator: "20",
 		FrontDoorAddresses:        "127.0.0.1",
-		FrontDoorHTTPSPort:        "443",
-		FrontDoorHTTPPort:         "80",
+		FrontDoorHTTPSPort:        "8443",
+		FrontDoorHTTPPort:         "8000",
+		SuggestedDomain:           "{namespace}.localhost",
 		Resources: []Resource{
 			{Type: "postgresql", Provider: "postgresql", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
 			{Type: "s3", Provider: "versitygw", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
@@ -269,7 +270,39 @@ func Load(path string, lookupEnv func(string) (string, bool), flags *pflag.FlagS
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	if err := cfg.fillRouteSettings(); err != nil {
+		return nil, err
+	}
 	return cfg, nil
+}
+
+// fillRouteSettings gives the route provider the front door's ports as its https_port
+// and http_port settings where its resource block leaves them out, so that one setting
+// says where people reach the apps; a block that sets them must agree with
+// front_door_https_port and front_door_http_port (a build says so when not).
+func (c *Config) fillRouteSettings() error {
+	https, http := c.FrontDoorPorts()
+	for i, r := range c.Resources {
+		if r.Type != "route" {
+			continue
+		}
+		var settings map[string]any
+		if err := json.Unmarshal(r.Settings, &settings); err != nil || settings == nil {
+			settings = map[string]any{}
+		}
+		if _, ok := settings["https_port"]; !ok {
+			settings["https_port"] = https
+		}
+		if _, ok := settings["http_port"]; !ok {
+			settings["http_port"] = http
+		}
+		raw, err := json.Marshal(settings)
+		if err != nil {
+			return fmt.Errorf("resource \"route\" settings: %w", err)
+		}
+		c.Resources[i].Settings = raw
+	}
+	return nil
 }
 
 // configFile returns the file named by the flag, the environment or path, in this

@@ -600,3 +600,58 @@ func TestServerSettings(t *testing.T) {
 		require.ErrorContains(t, err, bad.want)
 	}
 }
+
+// The front door's addresses and ports are checked, and given to the route provider as
+// its ports where its block leaves them out; .localhost suggestions are the embedded
+// default's alone.
+func TestFrontDoorSettings(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load("", env("FEDHOST_FRONT_DOOR_ADDRESSES=203.0.113.10, 2001:db8::10"), nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"203.0.113.10", "2001:db8::10"}, cfg.FrontDoorIPs())
+	https, http := cfg.FrontDoorPorts()
+	require.Equal(t, []int{8443, 8000}, []int{https, http}, "the embedded default's ports")
+	require.Equal(t, "{namespace}.localhost", cfg.SuggestedDomain)
+
+	path := writeFile(t, `
+front_door_https_port = "443"
+resource "route" {
+  provider = "caddy"
+  settings = { managed = true }
+}
+resource "tls" {
+  provider = "acme"
+  settings = { directory_url = "https://acme.example/directory" }
+}
+`)
+	cfg, err = config.Load(path, nil, nil)
+	require.NoError(t, err)
+	route, ok := cfg.Resource("route")
+	require.True(t, ok)
+	require.JSONEq(t, `{"managed":true,"https_port":443,"http_port":8000}`, string(route.Settings))
+	tls, _ := cfg.Resource("tls")
+	require.JSONEq(t, `{"directory_url":"https://acme.example/directory"}`, string(tls.Settings), "only the route provider gets the ports")
+	require.Empty(t, cfg.SuggestedDomain, "a provider's own resources suggest no .localhost domain")
+
+	path = writeFile(t, `
+resource "route" {
+  provider = "caddy"
+  settings = { https_port = 9443 }
+}
+`)
+	cfg, err = config.Load(path, nil, nil)
+	require.NoError(t, err)
+	route, _ = cfg.Resource("route")
+	require.JSONEq(t, `{"https_port":9443,"http_port":8000}`, string(route.Settings), "a port the block sets is kept")
+
+	for _, bad := range []struct{ env, want string }{
+		{"FEDHOST_FRONT_DOOR_ADDRESSES=203.0.113.10,front.example", "front_door_addresses (env FEDHOST_FRONT_DOOR_ADDRESSES): entry 2 is not an IP address"},
+		{"FEDHOST_FRONT_DOOR_HTTPS_PORT=70000", "front_door_https_port (env FEDHOST_FRONT_DOOR_HTTPS_PORT): is not a port"},
+		{"FEDHOST_FRONT_DOOR_HTTP_PORT=http", "front_door_http_port (env FEDHOST_FRONT_DOOR_HTTP_PORT): is not a port"},
+		{"FEDHOST_SUGGESTED_DOMAIN=-bad-.{namespace}", "suggested_domain (env FEDHOST_SUGGESTED_DOMAIN): is not a domain name"},
+	} {
+		_, err := config.Load("", env(bad.env), nil)
+		require.ErrorContains(t, err, bad.want)
+		require.NotContains(t, err.Error(), "front.example", "the value is not echoed")
+	}
+}

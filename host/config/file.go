@@ -147,6 +147,10 @@ func (c *Config) applyFile(src []byte, filename string) error {
 	}
 	if len(resources) > 0 {
 		c.Resources = resources
+		// .localhost names are for the embedded default's one machine.
+		if content.Attributes["suggested_domain"] == nil {
+			c.SuggestedDomain = ""
+		}
 	}
 	c.Registrars = registrars
 	c.Apps = apps
