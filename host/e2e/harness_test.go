@@ -82,6 +82,9 @@ type host struct {
 	env []string
 	// exited is closed when the running serve process ends.
 	exited chan struct{}
+	// httpsPort and httpPort are the front door's, its own for each host so that hosts
+	// of parallel tests do not share one.
+	httpsPort, httpPort int
 }
 
 type lockedBuffer struct {
@@ -114,7 +117,8 @@ func startHost(t testing.TB, env ...string) *host {
 	dir, err := os.MkdirTemp("", "fedhost-e2e-data-")
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
-	h := &host{t: t, dataDir: filepath.Join(dir, "data"), addr: "127.0.0.1:" + strconv.Itoa(freePort(t)), env: env}
+	h := &host{t: t, dataDir: filepath.Join(dir, "data"), addr: "127.0.0.1:" + strconv.Itoa(freePort(t)), env: env,
+		httpsPort: freePort(t), httpPort: freePort(t)}
 	t.Cleanup(func() {
 		h.stop()
 		killNodes(h.dataDir)
@@ -150,6 +154,8 @@ func (h *host) run() bool {
 		"FEDHOST_LISTEN="+h.addr,
 		"FEDHOST_PLUGIN_DIR="+filepath.Join(binDir, "plugins"),
 		"FEDHOST_LOG_LEVEL=debug",
+		"FEDHOST_FRONT_DOOR_HTTPS_PORT="+strconv.Itoa(h.httpsPort),
+		"FEDHOST_FRONT_DOOR_HTTP_PORT="+strconv.Itoa(h.httpPort),
 	)
 	h.cmd.Env = append(h.cmd.Env, h.env...)
 	h.cmd.Dir = t.TempDir()
