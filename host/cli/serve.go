@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -153,6 +154,11 @@ func (e *env) serve(ctx context.Context) error {
 	served := make(chan error, 1)
 	go func() { served <- app.Listener(ln) }()
 	log.Info("serving", "address", "http://"+ln.Addr().String(), "data_dir", cfg.DataDir)
+	if route, ok := cfg.Resource("route"); ok {
+		https, http := cfg.FrontDoorPorts()
+		log.Info("front door", "provider", route.Provider, "https_port", https, "http_port", http,
+			"example", "https://feeds.acme.localhost:"+strconv.Itoa(https)+"/")
+	}
 
 	select {
 	case err := <-served:
