@@ -172,6 +172,8 @@ func TestChainVerifiesForTheNamesAskedFor(t *testing.T) {
 		require.Error(t, err, name)
 	}
 	require.Equal(t, d.leaf.NotAfter.UTC().Format(time.RFC3339), d.NotAfter)
+	require.Equal(t, d.leaf.NotAfter.Add(-renewBefore).UTC().Format(time.RFC3339), d.RenewAfter, "renewed 30 days before it expires")
+	require.Equal(t, d.root.Subject.CommonName, d.Issuer)
 	require.WithinDuration(t, time.Now().Add(leafLifetime), d.leaf.NotAfter, time.Minute)
 	require.False(t, d.leaf.IsCA)
 	require.Equal(t, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, d.leaf.ExtKeyUsage)

@@ -203,6 +203,8 @@ func result(chain []byte, leaf *x509.Certificate, keyPEM []byte) (resource.Resul
 		Certificate: string(chain),
 		Key:         contract.SecretRef{Secret: keySecret},
 		NotAfter:    leaf.NotAfter.UTC().Format(time.RFC3339),
+		Issuer:      leaf.Issuer.CommonName,
+		RenewAfter:  leaf.NotAfter.Add(-renewBefore).UTC().Format(time.RFC3339),
 	})
 	if err != nil {
 		return resource.Result{}, err
