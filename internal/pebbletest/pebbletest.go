@@ -36,6 +36,9 @@ type Options struct {
 	// HTTPPort and TLSPort are the ports pebble connects to for HTTP-01 and
 	// TLS-ALPN-01 challenges; 0 gives 5002 and 5001, pebble's own defaults.
 	HTTPPort, TLSPort int
+	// Blocklist are names pebble refuses to order for (rejectedIdentifier), with the
+	// names under them.
+	Blocklist []string
 }
 
 // Server is a running pebble.
@@ -98,6 +101,9 @@ func Start(dir string, o Options) (*Server, func(), error) {
 		"externalAccountBindingRequired": false,
 		"keyAlgorithm":                   "ecdsa",
 		"retryAfter":                     map[string]int{"authz": 1, "order": 1},
+		"domainBlocklist":                o.Blocklist,
+		// 90 days, as Let's Encrypt's certificates have had.
+		"profiles": map[string]any{"default": map[string]any{"description": "90 days", "validityPeriod": 7776000}},
 	}
 	b, err := json.Marshal(conf)
 	if err != nil {
