@@ -14,6 +14,9 @@ import (
 
 const maxDetail = 300
 
+// challengePathRE matches the token in an HTTP-01 URL (RFC 8555 8.3).
+var challengePathRE = regexp.MustCompile(`acme-challenge/[A-Za-z0-9_-]+`)
+
 // tokenRE matches what may be a token, a key authorization or a key in a message from
 // the CA or lego: a long run of base64 characters.
 var tokenRE = regexp.MustCompile(`[A-Za-z0-9_+/=-]{24,}`)
@@ -21,6 +24,7 @@ var tokenRE = regexp.MustCompile(`[A-Za-z0-9_+/=-]{24,}`)
 // scrub makes text from the CA or lego fit for an error a person sees: no run that may
 // be a token or key, one line, bounded.
 func scrub(text string) string {
+	text = challengePathRE.ReplaceAllString(text, "acme-challenge/[token]")
 	text = tokenRE.ReplaceAllString(text, "[redacted]")
 	text = strings.Join(strings.Fields(text), " ")
 	if len(text) > maxDetail {
