@@ -250,7 +250,11 @@ func (p *provider) obtain(ctx context.Context, cfg *config, r request, secrets m
 		a.reg, err = client.Registration.Register(ctx, registration.RegisterOptions{TermsOfServiceAgreed: true})
 	}
 	if err != nil {
-		return nil, nil, caError(err, "registering the ACME account", nil, "settings/email")
+		field := "settings/directory_url"
+		if pd := problem(err); pd != nil && (pd.Type == acme.InvalidContactErrorType || pd.Type == acme.UnsupportedContactErrorType) {
+			field = "settings/email"
+		}
+		return nil, nil, caError(err, "registering the ACME account", nil, field)
 	}
 	switch r.challenge {
 	case challengeDNS01:

@@ -258,3 +258,19 @@ func TestSettings(t *testing.T) {
 		require.Equal(t, field, sdk.FieldOf(err), raw)
 	}
 }
+
+// A contact address the CA refuses: the error names settings/email and the problem type.
+func TestRegistrationProblemNamesEmail(t *testing.T) {
+	t.Parallel()
+	var s map[string]any
+	require.NoError(t, json.Unmarshal(settingsJSON(t.TempDir()), &s))
+	s["email"] = "two@addresses@acme.test"
+	raw, _ := json.Marshal(s)
+	p := newProvider()
+	require.NoError(t, p.Configure(context.Background(), raw))
+	zone, upd, tsig := newZone(t)
+	_, err := p.Provision(context.Background(), resource.Request{Tenant: "acme7", Instance: "main", Type: contract.TLS, Spec: tlsRequest([]string{zone}, "dns-01", upd), Secrets: tsig})
+	require.Error(t, err)
+	require.Equal(t, "settings/email", sdk.FieldOf(err), err.Error())
+	require.Contains(t, err.Error(), "urn:ietf:params:acme:error:invalidContact")
+}
