@@ -9,7 +9,7 @@ LDFLAGS := -X github.com/fedhost/fedhost/host/cli.Version=$(VERSION)
 # Every plugin is a main package under plugins/<kind>s/<name>; the binary is fedhost-<kind>-<name>.
 PLUGINS := $(wildcard plugins/resources/*/main.go plugins/registrars/*/main.go plugins/apps/*/main.go)
 
-.PHONY: all build plugins artifacts packages run test test-short bench fuzz proto lint tools clean
+.PHONY: all build plugins artifacts test-artifacts packages run test test-short bench fuzz proto lint tools clean
 
 all: build
 
@@ -37,6 +37,17 @@ artifacts:
 		$(GO) build -o $(BIN)/artifacts/$${a%%=*} $${a#*=} || exit 1; \
 	done
 
+# Programs only the tests run (pebble, the ACME test CA of the acme provider's tests),
+# never built by make build or make run.
+TEST_ARTIFACTS := pebble=github.com/letsencrypt/pebble/v2/cmd/pebble
+
+test-artifacts:
+	@mkdir -p $(BIN)/artifacts
+	@for a in $(TEST_ARTIFACTS); do \
+		echo "build $(BIN)/artifacts/$${a%%=*}"; \
+		$(GO) build -o $(BIN)/artifacts/$${a%%=*} $${a#*=} || exit 1; \
+	done
+
 # The embedded default: SQLite, River on SQLite, plugins from bin/plugins.
 # The Debian packages fedhost and its tests use (installed when missing, as root).
 packages:
@@ -47,7 +58,7 @@ run: packages build
 	$(BIN)/fedhost plugins lock
 	$(BIN)/fedhost serve
 
-test: packages build
+test: packages build test-artifacts
 	$(GO) test -count=1 ./...
 	cd sdk && $(GO) test -count=1 ./...
 	cd examples/hello && $(GO) test -count=1 ./...

@@ -69,7 +69,7 @@ func signedUpdate(ctx context.Context, r contract.DNSResult, secrets map[string]
 
 func lookup(t testing.TB, name string, rtype uint16) []string {
 	t.Helper()
-	got, err := query(context.Background(), &dns.Client{Net: "udp", Timeout: 2 * time.Second}, testServer.dnsAddr, rrsetKey{dns.Fqdn(name), rtype})
+	got, err := query(context.Background(), &dns.Client{Net: "udp", Timeout: 2 * time.Second}, testServer.DNSAddr, rrsetKey{dns.Fqdn(name), rtype})
 	require.NoError(t, err)
 	var values []string
 	for _, s := range got {
@@ -81,7 +81,7 @@ func lookup(t testing.TB, name string, rtype uint16) []string {
 
 func TestConformance(t *testing.T) {
 	zoneOfTenant := func(tenant string) string { return tenant + ".conformance.test" }
-	conformance.Resource(t, testServer.pluginBinary, conformance.ResourceCase{
+	conformance.Resource(t, pluginBinary, conformance.ResourceCase{
 		Type:     "dns",
 		Settings: settingsJSON(),
 		RequestFor: func(tenant string) json.RawMessage {
@@ -99,7 +99,7 @@ func TestConformance(t *testing.T) {
 			return signedUpdate(ctx, r, from.Secrets, zoneOfTenant(to.Tenant), from.Tenant)
 		},
 		Exists: func(ctx context.Context, p conformance.Provisioned) (bool, error) {
-			return zoneServed(ctx, testServer.dnsAddr, dns.Fqdn(zoneOfTenant(p.Tenant)))
+			return zoneServed(ctx, testServer.DNSAddr, dns.Fqdn(zoneOfTenant(p.Tenant)))
 		},
 	})
 }
@@ -157,7 +157,7 @@ func TestRecordsServedThenGone(t *testing.T) {
 	require.Equal(t, []string{"ns1.provider.test", "ns2.provider.test"}, r.Nameservers)
 	require.Len(t, r.Records, 6)
 	require.Equal(t, 300, r.Records[0].TTL, "the default TTL is filled in")
-	require.Equal(t, &contract.DNSUpdate{Server: testServer.dnsAddr, KeyName: "main." + tenant + ".fedhost.", Algorithm: "hmac-sha256", Secret: contract.SecretRef{Secret: secretKey}}, r.Update)
+	require.Equal(t, &contract.DNSUpdate{Server: testServer.DNSAddr, KeyName: "main." + tenant + ".fedhost.", Algorithm: "hmac-sha256", Secret: contract.SecretRef{Secret: secretKey}}, r.Update)
 	require.Len(t, secrets[secretKey], 44, "32 random bytes in base64")
 	raw, _ := json.Marshal(r)
 	require.NotContains(t, string(raw), string(secrets[secretKey]))
@@ -177,7 +177,7 @@ func TestRecordsServedThenGone(t *testing.T) {
 	serial := lookup(t, zone, dns.TypeSOA)
 	w, err := parseRequest(spec, 300)
 	require.NoError(t, err)
-	changed, err := signer{zoneKey{name: r.Update.KeyName, secret: string(secrets[secretKey])}}.converge(ctx, testServer.dnsAddr, w.zone, w.rrs)
+	changed, err := signer{zoneKey{name: r.Update.KeyName, secret: string(secrets[secretKey])}}.converge(ctx, testServer.DNSAddr, w.zone, w.rrs)
 	require.NoError(t, err)
 	require.Empty(t, changed)
 	_, err = p.Provision(ctx, resource.Request{Tenant: tenant, Instance: "main", Type: "dns", Spec: spec, Secrets: secrets})
@@ -198,15 +198,15 @@ func TestRecordsServedThenGone(t *testing.T) {
 	require.Empty(t, lookup(t, zone, dns.TypeMX))
 
 	require.NoError(t, p.Deprovision(ctx, resource.DeprovisionRequest{Tenant: tenant, Instance: "main", Type: "dns", Spec: spec2}))
-	served, err := zoneServed(ctx, testServer.dnsAddr, zone+".")
+	served, err := zoneServed(ctx, testServer.DNSAddr, zone+".")
 	require.NoError(t, err)
 	require.False(t, served, "the zone is gone from the server")
 	_, err = p.cfg.rndc.showzone(ctx, zone)
 	require.ErrorIs(t, err, errNoZone)
-	keys, err := readKeys(testServer.keysFile)
+	keys, err := readKeys(testServer.KeysFile)
 	require.NoError(t, err)
 	require.NotContains(t, keys, "main."+tenant+".fedhost.")
-	_, err = os.Stat(testServer.zonesDir + "/" + zone + ".db")
+	_, err = os.Stat(testServer.ZonesDir + "/" + zone + ".db")
 	require.True(t, os.IsNotExist(err), "the zone file is gone")
 	require.NoError(t, p.Deprovision(ctx, resource.DeprovisionRequest{Tenant: tenant, Instance: "main", Type: "dns", Spec: spec2}), "a second deprovision is no error")
 	st, err = p.Status(ctx, resource.Request{Tenant: tenant, Instance: "main", Type: "dns", Spec: spec2})
@@ -232,13 +232,13 @@ func TestZoneOfAnotherIsAConflict(t *testing.T) {
 
 	// B's deprovision of that zone leaves A's zone alone.
 	require.NoError(t, p.Deprovision(ctx, resource.DeprovisionRequest{Tenant: b, Instance: "main", Type: "dns", Spec: requestFor(zone)}))
-	served, err := zoneServed(ctx, testServer.dnsAddr, zone+".")
+	served, err := zoneServed(ctx, testServer.DNSAddr, zone+".")
 	require.NoError(t, err)
 	require.True(t, served)
 
 	// A zone added by hand, granting no fedhost key, is not adopted.
 	manual := b + ".manual.test"
-	file := testServer.zonesDir + "/" + manual + ".db"
+	file := testServer.ZonesDir + "/" + manual + ".db"
 	require.NoError(t, os.WriteFile(file, []byte("$TTL 300\n@ SOA ns1.provider.test. hostmaster.provider.test. 1 3600 600 1209600 300\n@ NS ns1.provider.test.\n"), 0o644))
 	_, err = p.cfg.rndc.run(ctx, "addzone", manual, fmt.Sprintf(`{ type primary; file %q; };`, file))
 	require.NoError(t, err)
@@ -309,7 +309,7 @@ func TestUnansweringServerIsNamed(t *testing.T) {
 	t.Parallel()
 	var s map[string]any
 	require.NoError(t, json.Unmarshal(settingsJSON(), &s))
-	s["servers"] = []string{testServer.dnsAddr, "127.0.0.1:9"}
+	s["servers"] = []string{testServer.DNSAddr, "127.0.0.1:9"}
 	s["wait_seconds"] = 1
 	raw, _ := json.Marshal(s)
 	p := &provider{}
@@ -364,7 +364,7 @@ func TestNewDomainMovesTheZone(t *testing.T) {
 	})
 	require.Equal(t, second, r.Zone)
 	require.Equal(t, []string{"192.0.2.10"}, lookup(t, "feeds."+second, dns.TypeA))
-	served, err := zoneServed(ctx, testServer.dnsAddr, first+".")
+	served, err := zoneServed(ctx, testServer.DNSAddr, first+".")
 	require.NoError(t, err)
 	require.False(t, served, "the old zone is gone")
 }
@@ -390,7 +390,7 @@ func TestServerBehindIsNamedWithTheRecord(t *testing.T) {
 
 	var s map[string]any
 	require.NoError(t, json.Unmarshal(settingsJSON(), &s))
-	s["servers"] = []string{testServer.dnsAddr, pc.LocalAddr().String()}
+	s["servers"] = []string{testServer.DNSAddr, pc.LocalAddr().String()}
 	s["wait_seconds"] = 1
 	raw, _ := json.Marshal(s)
 	p := &provider{}
