@@ -39,6 +39,10 @@ type Options struct {
 	// Blocklist are names pebble refuses to order for (rejectedIdentifier), with the
 	// names under them.
 	Blocklist []string
+	// ValidityPeriod is how long the certificates pebble issues are valid; 0 gives 90
+	// days, as Let's Encrypt's have been. A little over a renewal window makes
+	// certificates fall due while a test runs.
+	ValidityPeriod time.Duration
 }
 
 // Server is a running pebble.
@@ -67,6 +71,9 @@ func Start(dir string, o Options) (*Server, func(), error) {
 	}
 	if o.TLSPort == 0 {
 		o.TLSPort = 5001
+	}
+	if o.ValidityPeriod == 0 {
+		o.ValidityPeriod = 90 * 24 * time.Hour
 	}
 	bin, err := binary(dir)
 	if err != nil {
@@ -102,8 +109,7 @@ func Start(dir string, o Options) (*Server, func(), error) {
 		"keyAlgorithm":                   "ecdsa",
 		"retryAfter":                     map[string]int{"authz": 1, "order": 1},
 		"domainBlocklist":                o.Blocklist,
-		// 90 days, as Let's Encrypt's certificates have had.
-		"profiles": map[string]any{"default": map[string]any{"description": "90 days", "validityPeriod": 7776000}},
+		"profiles": map[string]any{"default": map[string]any{"description": "the test's validity", "validityPeriod": int64(o.ValidityPeriod / time.Second)}},
 	}
 	b, err := json.Marshal(conf)
 	if err != nil {
