@@ -136,7 +136,7 @@ func TestDeploymentPageShowsTheFrontDoor(t *testing.T) {
 	require.NotContains(t, app, "not live yet")
 	require.Contains(t, app, `<span class="state state-valid">valid</span> <span class="muted">issued by</span> Pebble Intermediate CA`)
 	require.Contains(t, app, "expires</span> <time datetime=\""+notAfter.Format(time.RFC3339)+"\">")
-	require.Contains(t, page, `Delegate <strong>acme.example.org</strong> to these nameservers at its registrar: <code>ns1.fedhost.example.</code>, <code>ns2.fedhost.example.</code>.`)
+	require.Contains(t, page, `Delegate <strong>acme.example.org</strong> to these nameservers at its registrar: <code>ns1.fedhost.example</code>, <code>ns2.fedhost.example</code>.`)
 	require.Contains(t, page, `<tr><td><code>feeds.acme.example.org</code></td><td>A</td><td><code>203.0.113.7</code></td><td><span class="state state-published">published</span></td></tr>`)
 	require.Contains(t, page, `<tr><td><code>feeds.acme.example.org</code></td><td>AAAA</td><td><code>2001:db8::7</code></td><td><span class="state state-pending">pending</span></td></tr>`)
 	require.NotContains(t, page, "tsig", "nothing of the zone's key")

@@ -48,7 +48,8 @@ type AppFrontDoor struct {
 	App  string `json:"app"`
 	Host string `json:"host"`
 	URL  string `json:"url"`
-	// Live is set when the front door routes the host name and the deployment is active.
+	// Live is set when the front door routes the host name and the deployment is active
+	// (or failed: a failed build leaves the routes as they were).
 	Live bool `json:"live"`
 	// Certificate is nil when no tls provider is configured (the URL is http).
 	Certificate *CertificateStatus `json:"certificate,omitempty"`
@@ -122,7 +123,8 @@ func (e *Engine) frontDoorOf(d store.Deployment, hosts map[string]string, rows [
 	for _, app := range sortedKeys(hosts) {
 		a := AppFrontDoor{App: app, Host: hosts[app], URL: e.publicURL(hosts[app])}
 		route, ok := byName[app+"-route"]
-		a.Live = ok && route.State == store.ResourceProvisioned && d.State == StateActive
+		// A failed build leaves the routes as they were: they are served all the same.
+		a.Live = ok && route.State == store.ResourceProvisioned && (d.State == StateActive || d.State == StateFailed)
 		if e.has(contract.TLS) {
 			c := certificateStatus(byName[app+"-tls"], now, builds)
 			a.Certificate = &c
@@ -244,7 +246,8 @@ func (e *Engine) zoneStatus(domain string, hosts map[string]string, row store.Re
 		json.Unmarshal([]byte(row.Result), &served) == nil
 	if provisioned {
 		for _, ns := range served.Nameservers {
-			z.Nameservers = append(z.Nameservers, shown(ns, 253))
+			// As registrars take them: without the root's dot.
+			z.Nameservers = append(z.Nameservers, shown(strings.TrimSuffix(ns, "."), 253))
 		}
 	}
 	for _, r := range e.DNSRecords(domain, hosts) {

@@ -91,7 +91,7 @@ func TestFrontDoorShowsURLsCertificatesAndRecords(t *testing.T) {
 
 	require.Equal(t, "acme.example", fd.Zone.Name)
 	require.True(t, fd.Zone.Managed)
-	require.Equal(t, []string{"ns1.host.example.", "ns2.host.example."}, fd.Zone.Nameservers)
+	require.Equal(t, []string{"ns1.host.example", "ns2.host.example"}, fd.Zone.Nameservers, "as registrars take them")
 	require.Equal(t, []RecordStatus{
 		{Name: "feeds.acme.example", Type: "A", Value: "203.0.113.7", State: RecordPublished},
 		{Name: "feeds.acme.example", Type: "AAAA", Value: "2001:db8::7", State: RecordPending},
@@ -104,6 +104,8 @@ func TestFrontDoorShowsURLsCertificatesAndRecords(t *testing.T) {
 	require.NotContains(t, string(raw), "-tls-creds", "nor the certificate key's reference")
 	require.NotContains(t, string(raw), "BEGIN CERTIFICATE")
 
+	d.State = StateFailed
+	require.True(t, e.frontDoorOf(d, hosts, rows, nil, now).Apps[0].Live, "a failed build leaves the route served")
 	d.State = StateSuspended
 	require.False(t, e.frontDoorOf(d, hosts, rows, nil, now).Apps[0].Live, "a suspended deployment's route is not live")
 
