@@ -17,6 +17,7 @@ import (
 
 	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/config"
+	"github.com/fedhost/fedhost/host/input"
 	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/sdk/contract"
@@ -265,4 +266,24 @@ func mustResources(t *testing.T, b *renewalBundle) []store.Resource {
 	rows, err := b.st.Resources(context.Background(), b.d.ID)
 	require.NoError(t, err)
 	return rows
+}
+
+// A tls row's result comes from a provider: whatever it holds, reading it does not
+// panic, and what the page shows of it is bounded printable text.
+func FuzzReadCertificate(f *testing.F) {
+	f.Add(`{"domains":["feeds.acme.example"]}`, `{"certificate":"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n","not_after":"2026-07-01T00:00:00Z"}`)
+	f.Add(`{}`, `{"certificate":"x","not_after":"2026-07-01T00:00:00Z","renew_after":"2026-06-01T00:00:00Z","issuer":"CA\u202e\u0000"}`)
+	f.Fuzz(func(t *testing.T, spec, result string) {
+		c, ok := readCertificate(store.Resource{Type: contract.TLS, State: store.ResourceProvisioned, Spec: spec, Result: result})
+		if !ok {
+			return
+		}
+		for _, s := range []string{c.issuer, c.host} {
+			require.LessOrEqual(t, len(s), 256)
+			for _, r := range s {
+				require.False(t, input.Unsafe(r), "%q", s)
+			}
+		}
+		_ = certificateStatus(store.Resource{Type: contract.TLS, State: store.ResourceProvisioned, Spec: spec, Result: result}, time.Now(), nil)
+	})
 }
