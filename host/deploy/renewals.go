@@ -17,16 +17,6 @@ import (
 // the scheduler tries again: a CA that refuses is not asked at every tick.
 const renewalRetry = time.Hour
 
-// RunRenewals queues a build of each deployment that serves a certificate due for
-// renewal at now; it returns the builds it queued.
-func (e *Engine) RunRenewals(ctx context.Context, now time.Time) ([]store.Build, error) {
-	ds, err := e.opts.Store.ListDeployments(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	return e.runRenewals(ctx, now, ds)
-}
-
 // runRenewals renews the certificates due at now: for each active deployment (or
 // failed, whose old certificate is served all the same) with a tls row whose renew_after
 // has passed, a deploy build of its stored configuration at its catalog revision, the
