@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"net/url"
 	"sort"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -38,7 +39,33 @@ func (u *UI) configurePage(c *fiber.Ctx, s *session) error {
 	if err != nil {
 		return err
 	}
-	return u.showConfigure(c, s, d, fiber.StatusOK, configureState{value: json.RawMessage(d.Config)})
+	return u.showConfigure(c, s, d, fiber.StatusOK, configureState{value: u.withSuggestedDomain(d, json.RawMessage(d.Config))})
+}
+
+// withSuggestedDomain fills in the suggested domain of d, whose namespace stands for
+// {namespace} in it, when its configuration names none yet.
+func (u *UI) withSuggestedDomain(d store.Deployment, value json.RawMessage) json.RawMessage {
+	if u.d.SuggestedDomain == "" || d.Domain != "" {
+		return value
+	}
+	doc := map[string]any{}
+	if len(value) > 0 && json.Unmarshal(value, &doc) != nil {
+		return value
+	}
+	if domain, _ := doc["domain"].(string); domain != "" {
+		return value
+	}
+	doc["domain"] = suggestedDomain(u.d.SuggestedDomain, d.Namespace)
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return value
+	}
+	return out
+}
+
+// suggestedDomain is the suggestion for namespace.
+func suggestedDomain(pattern, namespace string) string {
+	return strings.ReplaceAll(pattern, "{namespace}", namespace)
 }
 
 // configureState is what the configuration page shows beside the deployment.

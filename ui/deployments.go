@@ -69,10 +69,13 @@ func (u *UI) userNames(ctx context.Context) (map[string]string, error) {
 type newDeploymentData struct {
 	Namespace, Name string
 	Errors          map[string]string
+	// SuggestedDomain is the domain the configuration will offer, {namespace} in it
+	// standing for the namespace; "" offers none.
+	SuggestedDomain string
 }
 
 func (u *UI) newDeployment(c *fiber.Ctx, s *session) error {
-	return u.render(c, fiber.StatusOK, "deployment_new", u.view(s, "New deployment", "deployments", newDeploymentData{}))
+	return u.render(c, fiber.StatusOK, "deployment_new", u.view(s, "New deployment", "deployments", newDeploymentData{SuggestedDomain: u.d.SuggestedDomain}))
 }
 
 func (u *UI) createDeployment(c *fiber.Ctx, s *session) error {
@@ -85,7 +88,7 @@ func (u *UI) createDeployment(c *fiber.Ctx, s *session) error {
 	var de *deploy.Error
 	if errors.As(err, &de) {
 		v := u.view(s, "New deployment", "deployments", newDeploymentData{Namespace: data.Namespace, Name: data.Name,
-			Errors: map[string]string{de.Location: de.Message}})
+			Errors: map[string]string{de.Location: de.Message}, SuggestedDomain: u.d.SuggestedDomain})
 		if de.Location == "" {
 			v.Error = de.Message
 		}
@@ -123,6 +126,9 @@ type deploymentData struct {
 	BackupsError string
 	// StaleHours is how old the last good backup of a stale app is at least.
 	StaleHours int
+	// FrontDoor is how people reach the apps; FrontDoorError says why it could not be read.
+	FrontDoor      deploy.FrontDoorStatus
+	FrontDoorError string
 }
 
 func (u *UI) deployment(c *fiber.Ctx, s *session) error {
@@ -163,6 +169,9 @@ func (u *UI) showDeployment(c *fiber.Ctx, s *session, d store.Deployment, status
 	}
 	data.Running = len(data.Builds) > 0 && !data.Builds[0].State.Finished()
 	data.Backups, data.BackupsError = u.backupStatuses(s.ctx, d)
+	if data.FrontDoor, err = u.d.Engine.FrontDoor(s.ctx, d); err != nil {
+		data.FrontDoorError = err.Error()
+	}
 	names, err := u.userNames(s.ctx)
 	if err != nil {
 		return err

@@ -61,37 +61,7 @@ func TestScreenshots(t *testing.T) {
 		return snapshots, nil
 	})
 
-	b.app.Get("/_shots/as/:name", func(c *fiber.Ctx) error {
-		ns, err := b.auth.NewSession(c.UserContext(), b.users[c.Params("name")].ID)
-		if err != nil {
-			return err
-		}
-		c.Cookie(&fiber.Cookie{Name: ui.CookieName, Value: ns.ID, Path: "/", HTTPOnly: true})
-		return c.Redirect(c.Query("next", "/"))
-	})
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = b.app.Listener(ln) }()
-	t.Cleanup(func() { _ = b.app.Shutdown() })
-	base := "http://" + ln.Addr().String()
-
-	alloc, cancelAlloc := chromedp.NewExecAllocator(ctx, chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox,
-		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900))
-	tab, cancelTab := chromedp.NewContext(alloc)
-	tab, cancelTime := context.WithTimeout(tab, 2*time.Minute)
-	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })
-
-	shot := func(name, path string, width int64) {
-		t.Helper()
-		require.NoError(t, chromedp.Do(tab, chromedp.EmulateViewport(width, 900), chromedp.Navigate(base+path)))
-		png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
-		require.NoError(t, err)
-		file := filepath.Join(dir, name+".png")
-		require.NoError(t, os.WriteFile(file, png, 0o644))
-		t.Logf("saved %s", file)
-	}
-	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(base+"/_shots/as/alice?next=/deployments")))
+	tab, shot := shooter(t, b, exe, dir)
 	shot("deployment", "/deployments/"+d.ID, 1280)
 	shot("deployment-narrow", "/deployments/"+d.ID, 420)
 	// Nothing but a table's own scrolling is wider than a narrow screen.
@@ -112,4 +82,72 @@ func TestScreenshots(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "restore-unconfirmed.png"), png, 0o644))
 	shot("destroy", "/deployments/"+d.ID+"/destroy", 1280)
 	fmt.Fprintln(os.Stderr, "screenshots in", dir)
+}
+
+// TestFrontDoorScreenshots saves PNGs of a deployment page with its front door: one whose
+// dns provider serves the zone and whose certificate's renewal failed, and one on a host
+// without a dns provider, into FEDHOST_UI_SHOTS.
+func TestFrontDoorScreenshots(t *testing.T) {
+	dir := os.Getenv("FEDHOST_UI_SHOTS")
+	if dir == "" {
+		t.Skip("set FEDHOST_UI_SHOTS=/tmp/ui-shots to save screenshots of the front door (needs chromium)")
+	}
+	exe, err := exec.LookPath("chromium")
+	require.NoError(t, err, "install the Debian package chromium")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	ctx := context.Background()
+
+	b := setupFrontDoor(t, true)
+	d := frontDoorSite(t, b, "acme.example.org", time.Now().Add(20*24*time.Hour).UTC(), servedZone)
+	renewal, err := b.st.SubmitBuild(ctx, d.ID, store.OperationDeploy, store.Submission{Config: d.Config, SecretRefs: "{}", Domain: d.Domain})
+	require.NoError(t, err)
+	require.NoError(t, b.st.SetBuildState(ctx, renewal.ID, store.BuildRunning, ""))
+	require.NoError(t, b.st.SetBuildState(ctx, renewal.ID, store.BuildFailed, "miniflux-tls (tls by acme): urn:ietf:params:acme:error:rateLimited"))
+	_, shot := shooter(t, b, exe, dir)
+	shot("frontdoor", "/deployments/"+d.ID, 1280)
+	shot("frontdoor-narrow", "/deployments/"+d.ID, 420)
+
+	manual := setupFrontDoor(t, false)
+	d = frontDoorSite(t, manual, "acme.example.org", time.Now().Add(60*24*time.Hour).UTC(), nil)
+	_, shot = shooter(t, manual, exe, dir)
+	shot("frontdoor-manual-dns", "/deployments/"+d.ID, 1280)
+	fmt.Fprintln(os.Stderr, "screenshots in", dir)
+}
+
+// shooter serves b's pages on loopback to a headless Chromium signed in as alice, and
+// returns its tab and a func that saves the page at path, width pixels wide, as name.png.
+func shooter(t *testing.T, b *bundle, exe, dir string) (context.Context, func(name, path string, width int64)) {
+	t.Helper()
+	b.app.Get("/_shots/as/:name", func(c *fiber.Ctx) error {
+		ns, err := b.auth.NewSession(c.UserContext(), b.users[c.Params("name")].ID)
+		if err != nil {
+			return err
+		}
+		c.Cookie(&fiber.Cookie{Name: ui.CookieName, Value: ns.ID, Path: "/", HTTPOnly: true})
+		return c.Redirect(c.Query("next", "/"))
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = b.app.Listener(ln) }()
+	t.Cleanup(func() { _ = b.app.Shutdown() })
+	base := "http://" + ln.Addr().String()
+
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), chromedp.ExecPath(exe), chromedp.Headless, chromedp.NoSandbox,
+		chromedp.DisableGPU, chromedp.NoFirstRun, chromedp.NoDefaultBrowserCheck, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-dev-shm-usage", true), chromedp.WindowSize(1280, 900))
+	tab, cancelTab := chromedp.NewContext(alloc)
+	tab, cancelTime := context.WithTimeout(tab, 2*time.Minute)
+	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })
+
+	shot := func(name, path string, width int64) {
+		t.Helper()
+		require.NoError(t, chromedp.Do(tab, chromedp.EmulateViewport(width, 900), chromedp.Navigate(base+path)))
+		png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+		require.NoError(t, err)
+		file := filepath.Join(dir, name+".png")
+		require.NoError(t, os.WriteFile(file, png, 0o644))
+		t.Logf("saved %s", file)
+	}
+	require.NoError(t, chromedp.Do(tab, chromedp.Navigate(base+"/_shots/as/alice?next=/deployments")))
+	return tab, shot
 }

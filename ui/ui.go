@@ -44,6 +44,9 @@ type Deps struct {
 	// OIDC, when set, adds single sign-on to the log-in page, on a button labelled OIDCButton.
 	OIDC       *auth.OIDC
 	OIDCButton string
+	// SuggestedDomain is the domain offered to a deployment that has none yet, with
+	// {namespace} standing for its namespace (fedhost.hcl's suggested_domain); "" offers none.
+	SuggestedDomain string
 }
 
 // UI is the operators' web interface.
@@ -372,6 +375,8 @@ var funcs = template.FuncMap{
 		}{list, action, csrf}
 	},
 	"snapshot": shortSnapshot,
+	// slug is a state as a class name: "renewal due" is state-renewal-due.
+	"slug": func(s string) string { return strings.ReplaceAll(strings.ToLower(s), " ", "-") },
 }
 
 // buildDuration is how long a build ran, or has been running.

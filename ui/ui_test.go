@@ -37,16 +37,29 @@ var fastHash = auth.Params{Memory: 64, Time: 1, Threads: 1, SaltLen: 16, KeyLen:
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	// No plugins, so no catalog and no queue: the pages under test need neither.
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with changes to the engine's options and the UI's dependencies
+// (Store, Audit and Auth are set before change, Engine after).
+func setupWith(t *testing.T, change func(*deploy.Options, *ui.Deps)) *bundle {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.Config{Database: "sqlite", DataDir: t.TempDir()})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, st.Close()) })
 	log := audit.New(st, audit.Options{})
 	svc := auth.New(st, auth.Options{Audit: log, Params: fastHash})
-	// No plugins, so no catalog and no queue: the pages under test need neither.
-	engine := deploy.New(deploy.Options{Store: st})
+	opts := deploy.Options{Store: st}
+	deps := ui.Deps{Store: st, Auth: svc, Audit: log, Version: "test"}
+	if change != nil {
+		change(&opts, &deps)
+	}
+	engine := deploy.New(opts)
+	deps.Engine = engine
 	app := fiber.New(fiber.Config{DisableStartupMessage: true})
-	pages := ui.New(ui.Deps{Engine: engine, Store: st, Auth: svc, Audit: log, Version: "test"})
+	pages := ui.New(deps)
 	pages.Mount(app)
 
 	b := &bundle{app: app, ui: pages, st: st, auth: svc, engine: engine, users: map[string]auth.User{}, pass: map[string]string{}}

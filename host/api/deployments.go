@@ -145,6 +145,8 @@ type Deployment struct {
 	UpdatedAt       time.Time `json:"updated_at"`
 	// Hosts maps each app with a host name (its x-hostname option) to its full host name.
 	Hosts map[string]string `json:"hosts,omitempty"`
+	// FrontDoor is how people reach the apps: URLs, certificates, the zone's records.
+	FrontDoor *deploy.FrontDoorStatus `json:"front_door,omitempty"`
 	// Nodes maps each node to its addresses (port name to host:port).
 	Nodes map[string]map[string]string `json:"nodes,omitempty"`
 	// Resources lists what the deployment holds at its providers.
@@ -300,6 +302,13 @@ func (h *handlers) getDeployment(c *fiber.Ctx) error {
 	}
 	if out.Hosts, err = h.d.Engine.HostNames(ctx, d); err != nil {
 		return err
+	}
+	fd, err := h.d.Engine.FrontDoor(ctx, d)
+	if err != nil {
+		return err
+	}
+	if len(fd.Apps) > 0 {
+		out.FrontDoor = &fd
 	}
 	if out.Backups, err = h.d.Engine.BackupStatuses(ctx, d); err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fedhost/fedhost/host/api"
+	"github.com/fedhost/fedhost/host/deploy"
 )
 
 const (
@@ -406,6 +407,9 @@ func (r *remote) status(ctx context.Context, id string) error {
 	for _, app := range sortedKeys(d.Hosts) {
 		fmt.Fprintf(w, "host\t%s\t%s\n", app, d.Hosts[app])
 	}
+	if d.FrontDoor != nil {
+		printFrontDoor(w, *d.FrontDoor)
+	}
 	for _, node := range sortedKeys(d.Nodes) {
 		addrs := d.Nodes[node]
 		var list []string
@@ -440,6 +444,51 @@ func (r *remote) status(ctx context.Context, id string) error {
 		fmt.Fprintf(w, "last build\t-\n")
 	}
 	return w.Flush()
+}
+
+// printFrontDoor writes each app's URL and certificate, then the zone's records and
+// the nameservers to delegate to.
+func printFrontDoor(w io.Writer, fd deploy.FrontDoorStatus) {
+	for _, a := range fd.Apps {
+		live := "live"
+		if !a.Live {
+			live = "not live yet"
+		}
+		fmt.Fprintf(w, "url\t%s\t%s (%s)\n", a.App, a.URL, live)
+		if c := a.Certificate; c != nil {
+			line := c.State
+			if c.Issuer != "" {
+				line += ", issued by " + c.Issuer
+			}
+			if c.NotAfter != nil {
+				line += ", expires " + c.NotAfter.Format(time.RFC3339)
+			}
+			if c.RenewAfter != nil && c.State == deploy.CertificateValid {
+				line += ", renewed from " + c.RenewAfter.Format(time.RFC3339)
+			}
+			if c.FailedBuildID != "" {
+				line += "; the old certificate is served; why: `fedhost deployments build " + c.FailedBuildID + "`"
+			}
+			fmt.Fprintf(w, "certificate\t%s\t%s\n", a.App, line)
+		}
+	}
+	z := fd.Zone
+	switch {
+	case z == nil:
+		return
+	case z.Local:
+		fmt.Fprintf(w, "zone\t%s\tno DNS record needed: names under .localhost resolve to this machine\n", z.Name)
+		return
+	case !z.Managed:
+		fmt.Fprintf(w, "zone\t%s\tno dns provider here: create these records at your DNS host\n", z.Name)
+	case len(z.Nameservers) > 0:
+		fmt.Fprintf(w, "zone\t%s\tdelegate the domain to %s at its registrar\n", z.Name, strings.Join(z.Nameservers, ", "))
+	default:
+		fmt.Fprintf(w, "zone\t%s\tnot served yet\n", z.Name)
+	}
+	for _, r := range z.Records {
+		fmt.Fprintf(w, "record\t%s\t%s %s (%s)\n", r.Name, r.Type, r.Value, r.State)
+	}
 }
 
 func orNothing(flags []string) string {

@@ -10,11 +10,13 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/fedhost/fedhost/host/api"
 	"github.com/fedhost/fedhost/host/cli"
+	"github.com/fedhost/fedhost/host/deploy"
 )
 
 const failReason = "app miniflux, request db (postgresql by postgresql): connection refused"
@@ -71,8 +73,20 @@ func newAPIDouble(t *testing.T) (*apiDouble, *httptest.Server) {
 		}})
 	})
 	mux.HandleFunc("GET /api/v1/deployments/{id}", func(w http.ResponseWriter, r *http.Request) {
+		notAfter, renewAfter := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
 		answer(w, http.StatusOK, api.Deployment{ID: r.PathValue("id"), Namespace: "acme", Name: "acme", State: "active",
-			Hosts: map[string]string{"pixelfed": "pixelfed.acme.example", "miniflux": "feeds.acme.example"}})
+			Hosts: map[string]string{"pixelfed": "pixelfed.acme.example", "miniflux": "feeds.acme.example"},
+			FrontDoor: &deploy.FrontDoorStatus{
+				Apps: []deploy.AppFrontDoor{
+					{App: "miniflux", Host: "feeds.acme.example", URL: "https://feeds.acme.example/", Live: true,
+						Certificate: &deploy.CertificateStatus{State: deploy.CertificateValid, Issuer: "Pebble Intermediate CA", NotAfter: &notAfter, RenewAfter: &renewAfter}},
+					{App: "pixelfed", Host: "pixelfed.acme.example", URL: "https://pixelfed.acme.example/",
+						Certificate: &deploy.CertificateStatus{State: deploy.CertificateRenewalFailed, Issuer: "Pebble Intermediate CA", NotAfter: &notAfter, FailedBuildID: "b-renew"}},
+				},
+				Zone: &deploy.ZoneStatus{Name: "acme.example", Managed: true, Nameservers: []string{"ns1.host.example.", "ns2.host.example."},
+					Records: []deploy.RecordStatus{{Name: "feeds.acme.example", Type: "A", Value: "203.0.113.7", State: deploy.RecordPublished},
+						{Name: "pixelfed.acme.example", Type: "A", Value: "203.0.113.7", State: deploy.RecordPending}}},
+			}})
 	})
 	mux.HandleFunc("GET /api/v1/builds/{id}", func(w http.ResponseWriter, r *http.Request) {
 		id := r.PathValue("id")
@@ -224,4 +238,25 @@ func TestDeploymentsStatusShowsHostNames(t *testing.T) {
 	out, stderr, code := runCLI("deployments", "--server", srv.URL, "status", "dep-1")
 	require.Equal(t, 0, code, stderr)
 	require.Regexp(t, `(?m)^host\s+miniflux\s+feeds\.acme\.example\nhost\s+pixelfed\s+pixelfed\.acme\.example$`, out, "by app")
+}
+
+// The status shows each app's URL and certificate, the records with their states and the
+// nameservers to delegate to.
+func TestDeploymentsStatusShowsTheFrontDoor(t *testing.T) {
+	t.Parallel()
+	_, srv := newAPIDouble(t)
+
+	out, stderr, code := runCLI("deployments", "--server", srv.URL, "status", "dep-1")
+	require.Equal(t, 0, code, stderr)
+	for _, line := range []string{
+		`url\s+miniflux\s+https://feeds\.acme\.example/ \(live\)`,
+		`certificate\s+miniflux\s+valid, issued by Pebble Intermediate CA, expires 2026-07-01T00:00:00Z, renewed from 2026-06-01T00:00:00Z`,
+		`url\s+pixelfed\s+https://pixelfed\.acme\.example/ \(not live yet\)`,
+		"certificate\\s+pixelfed\\s+renewal failed, issued by Pebble Intermediate CA, expires 2026-07-01T00:00:00Z; the old certificate is served; why: `fedhost deployments build b-renew`",
+		`zone\s+acme\.example\s+delegate the domain to ns1\.host\.example\., ns2\.host\.example\. at its registrar`,
+		`record\s+feeds\.acme\.example\s+A 203\.0\.113\.7 \(published\)`,
+		`record\s+pixelfed\.acme\.example\s+A 203\.0\.113\.7 \(pending\)`,
+	} {
+		require.Regexp(t, "(?m)^"+line+"$", out)
+	}
 }

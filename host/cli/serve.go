@@ -146,7 +146,8 @@ func (e *env) serve(ctx context.Context) error {
 	read, write, idle := cfg.Timeouts()
 	app := fiber.New(api.Config(api.Server{ReadTimeout: read, WriteTimeout: write, IdleTimeout: idle, TrustedProxies: cfg.Proxies()}))
 	api.Mount(app, api.Deps{Plugins: manager, Engine: engine, Store: st, Auth: accounts, Audit: trail, Logger: log.Named("api"), Version: Version})
-	uiDeps := ui.Deps{Engine: engine, Store: st, Auth: accounts, Audit: trail, Plugins: manager, Version: Version, OIDC: operatorOIDC}
+	uiDeps := ui.Deps{Engine: engine, Store: st, Auth: accounts, Audit: trail, Plugins: manager, Version: Version, OIDC: operatorOIDC,
+		SuggestedDomain: cfg.SuggestedDomain}
 	if operatorOIDC != nil {
 		uiDeps.OIDCButton = cfg.OperatorOIDC.ButtonLabel
 	}

@@ -242,15 +242,17 @@ func (e *Engine) runBackups(ctx context.Context, now time.Time, ds []store.Deplo
 	return queued, errors.Join(errs...)
 }
 
-// Tick is the scheduler's periodic work: due updates, then due backups.
+// Tick is the scheduler's periodic work: due updates, then due certificate renewals
+// (an update renews too), then due backups.
 func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	ds, err := e.opts.Store.ListDeployments(ctx, "")
 	if err != nil {
 		return err
 	}
 	_, uerr := e.runUpdates(ctx, now, ds)
+	_, rerr := e.runRenewals(ctx, now, ds)
 	_, berr := e.runBackups(ctx, now, ds)
-	return errors.Join(uerr, berr)
+	return errors.Join(uerr, rerr, berr)
 }
 
 // RunRetention deletes what is kept only for a time: the logs of builds finished longer

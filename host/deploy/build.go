@@ -105,6 +105,7 @@ func (r *run) deploy(ctx context.Context) error {
 	if err := r.e.opts.Store.UpdateDeployment(ctx, r.d.ID, map[string]any{"state": StateDeploying}); err != nil {
 		return err
 	}
+	r.noteRenewals()
 	cfg, err := catalog.ParseConfig(json.RawMessage(r.build.Config))
 	if err != nil {
 		return err

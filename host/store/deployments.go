@@ -241,6 +241,17 @@ func (s *Store) ResourcesOfTypes(ctx context.Context, types ...string) ([]Resour
 	return out, nil
 }
 
+// ResultsOfType returns the resources of type typ of every deployment with their
+// results (which hold references to secrets, never their values), by deployment and name:
+// the scheduler reads when each certificate is due from them.
+func (s *Store) ResultsOfType(ctx context.Context, typ string) ([]Resource, error) {
+	var out []Resource
+	if err := s.db.WithContext(ctx).Select("deployment_id, name, app, type, provider, spec, result, state").Where("type = ?", typ).Order("deployment_id, name").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("reading the %s resources: %w", typ, err)
+	}
+	return out, nil
+}
+
 // ExpiredRetained returns retained resources whose grace period ended before t.
 func (s *Store) ExpiredRetained(ctx context.Context, t time.Time) ([]Resource, error) {
 	var out []Resource
