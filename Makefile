@@ -28,7 +28,7 @@ plugins:
 	done
 
 # Programs the plugins run, built from the Go module proxy (tools pinned in go.mod).
-ARTIFACTS := miniflux=miniflux.app/v2 versitygw=github.com/versity/versitygw/cmd/versitygw
+ARTIFACTS := miniflux=miniflux.app/v2 versitygw=github.com/versity/versitygw/cmd/versitygw caddy=github.com/caddyserver/caddy/v2/cmd/caddy
 
 artifacts:
 	@mkdir -p $(BIN)/artifacts
