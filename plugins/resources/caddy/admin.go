@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fedhost/fedhost/sdk"
@@ -20,6 +21,8 @@ type admin struct {
 	socket string
 	client *http.Client
 }
+
+const adminAttempts = 5
 
 // errNotFound is a path or @id the config does not have.
 var errNotFound = errors.New("not in the Caddy config")
@@ -37,22 +40,14 @@ func newAdmin(socket string) *admin {
 
 // do sends one admin request; body is marshalled as JSON unless nil.
 func (a *admin) do(ctx context.Context, method, path string, body any, out any) error {
-	var rd io.Reader
+	var payload []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if payload, err = json.Marshal(body); err != nil {
 			return err
 		}
-		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://caddy-admin"+path, rd)
-	if err != nil {
-		return err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := a.client.Do(req)
+	resp, err := a.send(ctx, method, path, payload)
 	if err != nil {
 		return sdk.Unavailable("Caddy's admin API on %s does not answer: %v", a.socket, err)
 	}
@@ -68,6 +63,43 @@ func (a *admin) do(ctx context.Context, method, path string, body any, out any) 
 		return json.Unmarshal(b, out)
 	}
 	return nil
+}
+
+// send sends one request, again when the connection closed before an answer: Caddy
+// replaces its admin server (on the same socket) with every config change, and a
+// connection the old one accepted while stopping is closed unread. A request Caddy reads
+// is answered (the old server finishes it), so sending one again is not doing it twice.
+func (a *admin) send(ctx context.Context, method, path string, payload []byte) (*http.Response, error) {
+	var lastErr error
+	for attempt := range adminAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Duration(attempt) * 20 * time.Millisecond):
+			}
+		}
+		var rd io.Reader
+		if payload != nil {
+			rd = bytes.NewReader(payload)
+		}
+		req, err := http.NewRequestWithContext(ctx, method, "http://caddy-admin"+path, rd)
+		if err != nil {
+			return nil, err
+		}
+		if payload != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := a.client.Do(req)
+		if err == nil {
+			return resp, nil
+		}
+		lastErr = err
+		if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, syscall.ECONNRESET) && !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, err
+		}
+	}
+	return nil, lastErr
 }
 
 // adminMessage is the error of an admin answer, cut short; it never holds a key, as the

@@ -68,7 +68,7 @@ func baseConfig(s settings, socket, logDir string, rs []*record) object {
 		srv["routes"] = append([]any{routeObject(r)}, srv["routes"].([]any)...)
 		names := srv["logs"].(object)["logger_names"].(object)
 		for _, h := range r.Hosts {
-			names[h] = []string{loggerName(r.Tenant)}
+			names[h] = loggerName(r.Tenant)
 		}
 		logs[loggerName(r.Tenant)] = accessLog(logDir, r.Tenant)
 	}

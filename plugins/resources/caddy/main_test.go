@@ -197,7 +197,12 @@ func newFrontDoor(t testing.TB) *frontDoor {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "fh-caddy-")
 	require.NoError(t, err)
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last lines of Caddy's log:\n%s", child.Tail(filepath.Join(dir, managedDirName, logFileName), 30))
+		}
+		os.RemoveAll(dir)
+	})
 	https, plain := freePorts(t)
 	f := &frontDoor{dataDir: dir, httpsPort: https, httpPort: plain, settings: testSettings(t, https, plain)}
 	f.start(t)

@@ -259,7 +259,7 @@ func (p *provider) checkHosts(r *record) error {
 			if o.Tenant == r.Tenant {
 				msg = "host %s is routed to another app of this deployment: give each app its own host names"
 			}
-			return &sdk.Error{Code: sdk.CodeConflict, Field: "spec/hosts/" + strconv.Itoa(i), Message: fmt.Sprintf(msg, h)}
+			return &sdk.Error{Code: sdk.CodeConflict, Field: "request/hosts/" + strconv.Itoa(i), Message: fmt.Sprintf(msg, h)}
 		}
 	}
 	return nil
@@ -316,7 +316,8 @@ func (p *provider) apply(ctx context.Context, old, r *record) error {
 		return err
 	}
 	for _, h := range r.Hosts {
-		if err := p.admin.do(ctx, http.MethodPost, loggerNamePath(srv, h), []string{loggerName(r.Tenant)}, nil); err != nil {
+		// A string, not a list: POST sets a string, where it would append to a list.
+		if err := p.admin.do(ctx, http.MethodPost, loggerNamePath(srv, h), loggerName(r.Tenant), nil); err != nil {
 			return err
 		}
 	}

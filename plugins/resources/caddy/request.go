@@ -31,15 +31,15 @@ func parseRequest(spec json.RawMessage, now time.Time) (contract.RouteRequest, e
 	dec := json.NewDecoder(bytes.NewReader(spec))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return r, sdk.Invalid("spec", "the request is not a route request (hosts, upstream, tls): %v", err)
+		return r, sdk.Invalid("request", "the request is not a route request (hosts, upstream, tls): %v", err)
 	}
 	if len(r.Hosts) == 0 || len(r.Hosts) > maxHosts {
-		return r, sdk.Invalid("spec/hosts", "give from 1 to %d host names", maxHosts)
+		return r, sdk.Invalid("request/hosts", "give from 1 to %d host names", maxHosts)
 	}
 	seen := map[string]bool{}
 	for i, h := range r.Hosts {
 		h = strings.ToLower(h)
-		field := "spec/hosts/" + strconv.Itoa(i)
+		field := "request/hosts/" + strconv.Itoa(i)
 		if !validHost(h) {
 			return r, sdk.Invalid(field, "not a host name: give labels of letters, digits and hyphens separated by dots, at most %d characters, without a port or wildcard", maxHostLength)
 		}
@@ -57,7 +57,7 @@ func parseRequest(spec json.RawMessage, now time.Time) (contract.RouteRequest, e
 			return r, err
 		}
 		if r.TLS.Key.Secret == "" {
-			return r, sdk.Invalid("spec/tls/key/secret", "name the secret that holds the certificate's key")
+			return r, sdk.Invalid("request/tls/key/secret", "name the secret that holds the certificate's key")
 		}
 	}
 	return r, nil
@@ -83,7 +83,7 @@ func validHost(h string) bool {
 }
 
 func checkUpstream(u string) error {
-	const field = "spec/upstream"
+	const field = "request/upstream"
 	if len(u) > maxUpstream {
 		return sdk.Invalid(field, "give host:port of at most %d characters", maxUpstream)
 	}
@@ -103,7 +103,7 @@ func checkUpstream(u string) error {
 // checkCertificate parses a PEM chain (the leaf first) and checks that the leaf is in
 // its validity period and covers every host.
 func checkCertificate(chain string, hosts []string, now time.Time) (*x509.Certificate, error) {
-	const field = "spec/tls/certificate"
+	const field = "request/tls/certificate"
 	if len(chain) > maxCertificate {
 		return nil, sdk.Invalid(field, "the chain is over %d bytes", maxCertificate)
 	}
@@ -136,7 +136,7 @@ func checkCertificate(chain string, hosts []string, now time.Time) (*x509.Certif
 	}
 	for i, h := range hosts {
 		if err := leaf.VerifyHostname(h); err != nil {
-			return nil, sdk.Invalid("spec/hosts/"+strconv.Itoa(i), "the certificate does not cover host %s: give a certificate whose names include it", h)
+			return nil, sdk.Invalid("request/hosts/"+strconv.Itoa(i), "the certificate does not cover host %s: give a certificate whose names include it", h)
 		}
 	}
 	return leaf, nil
@@ -145,10 +145,10 @@ func checkCertificate(chain string, hosts []string, now time.Time) (*x509.Certif
 // checkKey checks that keyPEM is the private key of the chain's leaf.
 func checkKey(chain string, keyPEM []byte) error {
 	if len(keyPEM) == 0 {
-		return sdk.Invalid("spec/tls/key", "the secret named by tls.key is missing or empty: the host passes its value in the request's secrets")
+		return sdk.Invalid("request/tls/key", "the secret named by tls.key is missing or empty: the host passes its value in the request's secrets")
 	}
 	if _, err := tls.X509KeyPair([]byte(chain), keyPEM); err != nil {
-		return sdk.Invalid("spec/tls/key", "the key of tls.key is not a PEM private key of the certificate: give the key the certificate was issued for")
+		return sdk.Invalid("request/tls/key", "the key of tls.key is not a PEM private key of the certificate: give the key the certificate was issued for")
 	}
 	return nil
 }
