@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -345,4 +346,43 @@ func (f *frontDoor) waitServed(t *testing.T, ca *testCA, host, want string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestLeftoverCaddyIsEnded: a Caddy of an earlier plugin process that outlived it (its
+// Pdeathsig lost) is ended through the pid file before a new one starts.
+func TestLeftoverCaddyIsEnded(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "fh-caddy-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	m, err := prepareManaged(dir, caddyBin)
+	require.NoError(t, err)
+	bootstrap := filepath.Join(m.dir, "bootstrap.json")
+	b, err := json.Marshal(object{"admin": adminConfig(m.socket())})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bootstrap, b, 0o600))
+	stray := exec.Command(caddyBin, "run", "--config", bootstrap)
+	require.NoError(t, stray.Start())
+	waited := make(chan struct{})
+	go func() { _ = stray.Wait(); close(waited) }()
+	t.Cleanup(func() { _ = stray.Process.Kill(); <-waited })
+	require.NoError(t, os.WriteFile(filepath.Join(m.dir, pidFileName), []byte(strconv.Itoa(stray.Process.Pid)), 0o600))
+	require.Eventually(t, func() bool { _, err := os.Stat(m.socket()); return err == nil }, 10*time.Second, 10*time.Millisecond)
+
+	https, plain := freePorts(t)
+	f := &frontDoor{dataDir: dir, httpsPort: https, httpPort: plain, settings: testSettings(t, https, plain)}
+	f.start(t)
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the leftover Caddy still runs")
+	}
+	require.NotEqual(t, stray.Process.Pid, f.caddyPid(t))
+	up := upstream(t, "feeds")
+	_, err = f.provision(t, "acme", "miniflux-route", routeSpec(t, []string{"feeds.acme.test"}, up.Listener.Addr().String(), ""), nil)
+	require.NoError(t, err)
+	status, body, err := get(f.client(nil), f.httpURL("feeds.acme.test", "/"))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "feeds feeds.acme.test", body)
 }
