@@ -52,11 +52,14 @@ test: packages build
 	cd sdk && $(GO) test -count=1 ./...
 	cd examples/hello && $(GO) test -count=1 ./...
 
-# Side by side in one run: the sdk against a bare go-plugin echo (the floor) and in-process.
+# Side by side in one run: the sdk against a bare go-plugin echo (the floor) and in-process;
+# the front door (Caddy) against the upstream directly.
 bench:
 	cd sdk && $(GO) test -run '^$$' -bench Call -benchtime 2000x -count 1 ./bench/
 	cd sdk && $(GO) test -run '^$$' -bench Start -benchtime 100x -count 1 ./bench/
 	$(GO) test -run '^$$' -bench Tick -benchmem -benchtime 10x -count 1 ./scheduler/ ./host/deploy/
+	$(GO) test -run '^$$' -bench FrontDoor -benchtime 3000x -count 1 ./plugins/resources/caddy/
+	$(GO) test -run '^$$' -bench RouteChange -benchtime 50x -count 1 ./plugins/resources/caddy/
 
 # Every fuzz target (func FuzzXxx in a _test.go file, found with git grep) for FUZZTIME,
 # one after the other; FUZZFLAGS adds flags, e.g. FUZZFLAGS=-parallel=1. A crash leaves
