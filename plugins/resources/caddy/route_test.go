@@ -133,6 +133,7 @@ func TestAccessLogPerTenant(t *testing.T) {
 	require.Equal(t, "feeds feeds.globex.test", body)
 
 	line := waitLogLine(t, filepath.Join(f.dataDir, logsDirName, "acme.log"))
+	t.Logf("an access log line: %s", line)
 	var entry struct {
 		Logger  string `json:"logger"`
 		Status  int    `json:"status"`
