@@ -387,3 +387,67 @@ func TestLeftoverCaddyIsEnded(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "feeds feeds.acme.test", body)
 }
+
+// runCaddy starts a Caddy that is not the plugin's, its admin API on socket.
+func runCaddy(t *testing.T, dir, socket string) (*exec.Cmd, <-chan struct{}) {
+	t.Helper()
+	bootstrap := filepath.Join(dir, "bootstrap.json")
+	b, err := json.Marshal(object{"admin": adminConfig(socket)})
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(bootstrap, b, 0o600))
+	_ = os.Remove(socket)
+	cmd := exec.Command(caddyBin, "run", "--config", bootstrap)
+	cmd.Env = append(os.Environ(), "XDG_CONFIG_HOME="+dir, "XDG_DATA_HOME="+dir)
+	require.NoError(t, cmd.Start())
+	waited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(waited) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-waited })
+	require.Eventually(t, func() bool { _, err := os.Stat(socket); return err == nil }, 10*time.Second, 10*time.Millisecond)
+	return cmd, waited
+}
+
+// TestNotManaged drives a Caddy the plugin did not start; when that Caddy restarts empty,
+// the next change gives it every recorded route again.
+func TestNotManaged(t *testing.T) {
+	t.Parallel()
+	dir, err := os.MkdirTemp("", "fh-caddy-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	caddyDir := filepath.Join(dir, "theirs")
+	require.NoError(t, os.Mkdir(caddyDir, 0o700))
+	socket := filepath.Join(caddyDir, "admin.sock")
+	theirs, theirsEnded := runCaddy(t, caddyDir, socket)
+
+	https, plain := freePorts(t)
+	raw, err := json.Marshal(map[string]any{"admin_socket": socket, "listen": "127.0.0.1", "https_port": https, "http_port": plain})
+	require.NoError(t, err)
+	f := &frontDoor{dataDir: filepath.Join(dir, "plugin"), httpsPort: https, httpPort: plain, settings: raw}
+	require.NoError(t, os.Mkdir(f.dataDir, 0o700))
+	f.start(t)
+	up := upstream(t, "feeds")
+	_, err = f.provision(t, "acme", "a", routeSpec(t, []string{"a.acme.test"}, up.Listener.Addr().String(), ""), nil)
+	require.NoError(t, err)
+	status, body, err := get(f.client(nil), f.httpURL("a.acme.test", "/"))
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "feeds a.acme.test", body)
+	_, err = os.Stat(filepath.Join(f.dataDir, managedDirName))
+	require.True(t, os.IsNotExist(err), "no managed Caddy")
+
+	// Their Caddy restarts with nothing but its admin socket.
+	require.NoError(t, theirs.Process.Kill())
+	<-theirsEnded
+	runCaddy(t, caddyDir, socket)
+	st, err := f.rc.Status(context.Background(), resource.Request{Tenant: "acme", Instance: "a", Type: contract.Route})
+	require.NoError(t, err)
+	require.Equal(t, "degraded", st.State, "recorded, not in Caddy")
+
+	_, err = f.provision(t, "acme", "b", routeSpec(t, []string{"b.acme.test"}, up.Listener.Addr().String(), ""), nil)
+	require.NoError(t, err)
+	for _, h := range []string{"a.acme.test", "b.acme.test"} {
+		status, body, err := get(f.client(nil), f.httpURL(h, "/"))
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, status)
+		require.Equal(t, "feeds "+h, body)
+	}
+}
