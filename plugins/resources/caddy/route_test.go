@@ -201,6 +201,7 @@ func TestProvisionAgainChangesNothing(t *testing.T) {
 	spec := routeSpec(t, []string{"feeds.acme.test"}, up.Listener.Addr().String(), ca.issue(t, "feeds.acme.test"))
 	first, err := f.provision(t, "acme", "miniflux-route", spec, ca.keyPEM)
 	require.NoError(t, err)
+	f.requirePrivate(t)
 	before := f.configChanges(t)
 	require.Positive(t, before)
 	again, err := f.provision(t, "acme", "miniflux-route", spec, ca.keyPEM)
@@ -450,4 +451,27 @@ func TestNotManaged(t *testing.T) {
 		require.Equal(t, http.StatusOK, status)
 		require.Equal(t, "feeds "+h, body)
 	}
+}
+
+// requirePrivate checks that everything the plugin and its Caddy wrote in the data dir
+// is the plugin's alone: files 0600, directories 0700 (the admin socket is inside one).
+func (f *frontDoor) requirePrivate(t *testing.T) {
+	t.Helper()
+	err := filepath.WalkDir(f.dataDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || path == f.dataDir {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case fi.IsDir():
+			require.Equal(t, os.FileMode(0o700), fi.Mode().Perm(), path)
+		case fi.Mode().IsRegular():
+			require.Equal(t, os.FileMode(0o600), fi.Mode().Perm(), path)
+		}
+		return nil
+	})
+	require.NoError(t, err)
 }
