@@ -182,11 +182,17 @@ func waitLogLine(t *testing.T, path string) string {
 // own log.
 func (f *frontDoor) configChanges(t *testing.T) int {
 	t.Helper()
+	return f.adminRequests(t, "") - f.adminRequests(t, `"method":"GET"`)
+}
+
+// adminRequests counts the admin API requests in Caddy's own log whose line holds with.
+func (f *frontDoor) adminRequests(t *testing.T, with string) int {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(f.dataDir, managedDirName, logFileName))
 	require.NoError(t, err)
 	n := 0
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.Contains(line, `"msg":"received request"`) && !strings.Contains(line, `"method":"GET"`) {
+		if strings.Contains(line, `"msg":"received request"`) && strings.Contains(line, with) {
 			n++
 		}
 	}
@@ -285,6 +291,7 @@ func TestStreamSurvivesAnotherRouteChange(t *testing.T) {
 		next()
 	}
 	require.Equal(t, chunks, got, "every event of the stream arrived")
+	require.Equal(t, 1, f.adminRequests(t, `"uri":"/load"`), "one /load, when Caddy started; every change after it by @id")
 }
 
 // TestCaddyRestartedAfterKill kills the managed Caddy with SIGKILL: the plugin starts it
