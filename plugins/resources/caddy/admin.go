@@ -57,7 +57,7 @@ func (a *admin) do(ctx context.Context, method, path string, body any, out any) 
 		return errNotFound
 	}
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("caddy admin API %s %s: %s: %s", method, pathOnly(path), resp.Status, adminMessage(b))
+		return fmt.Errorf("caddy admin API %s %s: %s: %s", method, truncate(path, 120), resp.Status, adminMessage(b))
 	}
 	if out != nil {
 		return json.Unmarshal(b, out)
@@ -114,8 +114,6 @@ func adminMessage(b []byte) string {
 	return truncate(strings.TrimSpace(string(b)), 300)
 }
 
-func pathOnly(p string) string { return truncate(p, 120) }
-
 // load replaces the whole config: only when Caddy starts, before it serves anything.
 func (a *admin) load(ctx context.Context, cfg object) error {
 	return a.do(ctx, http.MethodPost, "/load", cfg, nil)
@@ -129,11 +127,6 @@ func (a *admin) exists(ctx context.Context, id string) (bool, error) {
 		return false, nil
 	}
 	return err == nil && string(v) != "null", err
-}
-
-// get reads the object with @id id into out.
-func (a *admin) get(ctx context.Context, id string, out any) error {
-	return a.do(ctx, http.MethodGet, "/id/"+id, nil, out)
 }
 
 // put sets the object with @id id: it replaces it when it is there (PATCH /id/...), else
