@@ -482,3 +482,26 @@ func (f *frontDoor) requirePrivate(t *testing.T) {
 	})
 	require.NoError(t, err)
 }
+
+// TestBadRecordKeepsNoOtherRouteDown: a record Caddy refuses (a certificate that is not
+// one) makes the one /load of a restart fail; the plugin then gives the routes one by one
+// and the good one answers.
+func TestBadRecordKeepsNoOtherRouteDown(t *testing.T) {
+	t.Parallel()
+	f := newFrontDoor(t)
+	ca := newCA(t)
+	up := upstream(t, "feeds")
+	_, err := f.provision(t, "acme", "good", routeSpec(t, []string{"good.acme.test"}, up.Listener.Addr().String(), ca.issue(t, "good.acme.test")), ca.keyPEM)
+	require.NoError(t, err)
+	st := store{dir: f.dataDir}
+	require.NoError(t, st.save(&record{Tenant: "acme", Instance: "bad", Hosts: []string{"bad.acme.test"}, Upstream: "127.0.0.1:1", Certificate: "not a certificate", key: []byte("not a key")}))
+
+	f.plugin.Kill()
+	f.start(t)
+	f.waitServed(t, ca, "good.acme.test", "feeds good.acme.test")
+	require.Contains(t, f.logs.String(), "caddy refused the recorded routes together")
+	require.Contains(t, f.logs.String(), "caddy refused a recorded route")
+	status, err := f.rc.Status(context.Background(), resource.Request{Tenant: "acme", Instance: "bad", Type: contract.Route})
+	require.NoError(t, err)
+	require.Equal(t, "degraded", status.State, status.Message)
+}
