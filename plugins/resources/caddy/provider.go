@@ -94,7 +94,8 @@ func (p *provider) Configure(ctx context.Context, raw json.RawMessage) error {
 	if err := p.restore(ctx); err != nil {
 		m.stop()
 		p.managed, p.admin = nil, nil
-		return err
+		// Most often a port that is taken, or below 1024 without the right to bind it.
+		return fmt.Errorf("the managed Caddy did not take its config: check that listen, https_port and http_port can be bound: %w", err)
 	}
 	p.super = supervise(m, &p.mu, p.restore)
 	return nil

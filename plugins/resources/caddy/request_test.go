@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fedhost/fedhost/sdk"
+	"github.com/fedhost/fedhost/sdk/client"
 	"github.com/fedhost/fedhost/sdk/contract"
 )
 
@@ -164,4 +166,23 @@ func FuzzParseRequest(f *testing.F) {
 			t.Fatalf("accepted upstream %q", r.Upstream)
 		}
 	})
+}
+
+// TestTakenPortIsReported: Configure fails, naming the port settings, when Caddy cannot
+// bind https_port.
+func TestTakenPortIsReported(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	dir, err := os.MkdirTemp("", "fh-caddy-")
+	require.NoError(t, err)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	_, plain := freePorts(t)
+	p, err := client.Start(context.Background(), binary, client.WithEnv(sdk.DataDirEnv+"="+dir))
+	require.NoError(t, err)
+	defer p.Kill()
+	err = p.Configure(context.Background(), testSettings(t, l.Addr().(*net.TCPAddr).Port, plain))
+	require.ErrorContains(t, err, "https_port")
+	require.ErrorContains(t, err, "address already in use")
 }
