@@ -77,7 +77,11 @@ func (p *provider) Configure(ctx context.Context, raw json.RawMessage) error {
 	}
 	if !*s.Managed {
 		p.admin = newAdmin(s.AdminSocket)
-		return p.ensureBase(ctx)
+		if err := p.ensureBase(ctx); err != nil {
+			p.admin = nil // so that the same settings again try again
+			return err
+		}
+		return nil
 	}
 	binary, err := findBinary(s.Binary)
 	if err != nil {
