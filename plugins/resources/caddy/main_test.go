@@ -45,19 +45,21 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "fedhost-caddy-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	caddyBin = filepath.Join(dir, "caddy")
-	// The Go tool of the root module (go.mod: tool github.com/caddyserver/caddy/v2/cmd/caddy).
-	if out, err := exec.Command("go", "build", "-o", caddyBin, "github.com/caddyserver/caddy/v2/cmd/caddy").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build caddy: %v\n%s", err, out)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
-	plugintest.Main(m, "fedhost-resource-caddy", &binary)
+	// Both binaries in the directory MainWithServer removes when the tests end.
+	plugintest.MainWithServer(m, "caddy", func(dir string) (func(), error) {
+		binary = filepath.Join(dir, "fedhost-resource-caddy")
+		caddyBin = filepath.Join(dir, "caddy")
+		for _, b := range [][]string{
+			{"-o", binary, "."},
+			// The Go tool of the root module (go.mod: tool github.com/caddyserver/caddy/v2/cmd/caddy).
+			{"-o", caddyBin, "github.com/caddyserver/caddy/v2/cmd/caddy"},
+		} {
+			if out, err := exec.Command("go", append([]string{"build"}, b...)...).CombinedOutput(); err != nil {
+				return nil, fmt.Errorf("go build %v: %v\n%s", b, err, out)
+			}
+		}
+		return func() {}, nil
+	})
 }
 
 // testCA is a certificate authority made for a test, and the one key of every
