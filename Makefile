@@ -28,7 +28,7 @@ plugins:
 	done
 
 # Programs the plugins run, built from the Go module proxy (tools pinned in go.mod).
-ARTIFACTS := miniflux=miniflux.app/v2 versitygw=github.com/versity/versitygw/cmd/versitygw
+ARTIFACTS := miniflux=miniflux.app/v2 versitygw=github.com/versity/versitygw/cmd/versitygw caddy=github.com/caddyserver/caddy/v2/cmd/caddy
 
 artifacts:
 	@mkdir -p $(BIN)/artifacts
@@ -63,11 +63,15 @@ test: packages build test-artifacts
 	cd sdk && $(GO) test -count=1 ./...
 	cd examples/hello && $(GO) test -count=1 ./...
 
-# Side by side in one run: the sdk against a bare go-plugin echo (the floor) and in-process.
+# Side by side in one run: the sdk against a bare go-plugin echo (the floor) and in-process;
+# the front door (Caddy) against the upstream directly.
 bench:
 	cd sdk && $(GO) test -run '^$$' -bench Call -benchtime 2000x -count 1 ./bench/
 	cd sdk && $(GO) test -run '^$$' -bench Start -benchtime 100x -count 1 ./bench/
 	$(GO) test -run '^$$' -bench Tick -benchmem -benchtime 10x -count 1 ./scheduler/ ./host/deploy/
+	$(GO) test -run '^$$' -bench 'FrontDoor$$' -benchtime 3000x -count 1 ./plugins/resources/caddy/
+	$(GO) test -run '^$$' -bench FrontDoorWrk -benchtime 1x -count 1 ./plugins/resources/caddy/
+	$(GO) test -run '^$$' -bench RouteChange -benchtime 50x -count 1 ./plugins/resources/caddy/
 
 # Every fuzz target (func FuzzXxx in a _test.go file, found with git grep) for FUZZTIME,
 # one after the other; FUZZFLAGS adds flags, e.g. FUZZFLAGS=-parallel=1. A crash leaves
