@@ -45,7 +45,8 @@ front_door_https_port = "8443"
 front_door_http_port  = "8000"
 
 # The domain the UI offers for a new deployment; {namespace} stands for its namespace.
-suggested_domain = ""
+# *.localhost names reach this machine; a provider with real domains sets "".
+suggested_domain = "{namespace}.localhost"
 
 # One block per resource type the applications may ask for: which provider plugin
 # answers it, with the provider's settings and limits. Known types: secret, postgresql,
@@ -74,6 +75,19 @@ resource "secret" {
 resource "instance" {
   provider = "local"
   limits   = { per_deployment = 8 }
+}
+
+# Certificates from a CA of the host in data_dir (print its root with `fedhost ca root`
+# and trust it), for the apps' host names: on one machine, under .localhost.
+resource "tls" {
+  provider = "localca"
+}
+
+# The front door: a Caddy managed by fedhost in data_dir, configured through its admin
+# API on a Unix socket, listening on front_door_https_port and front_door_http_port.
+resource "route" {
+  provider = "caddy"
+  settings = { managed = true, listen = "127.0.0.1" }
 }
 
 # An existing Redis server of the provider; one ACL user and key prefix per deployment.

@@ -204,6 +204,8 @@ func Default() *Config {
 			{Type: "s3", Provider: "versitygw", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
 			{Type: "secret", Provider: "embedded", Settings: emptyObject(), Limits: emptyObject()},
 			{Type: "instance", Provider: "local", Settings: emptyObject(), Limits: json.RawMessage(`{"per_deployment":8}`)},
+			{Type: "tls", Provider: "localca", Settings: emptyObject(), Limits: emptyObject()},
+			{Type: "route", Provider: "caddy", Settings: json.RawMessage(`{"managed":true,"listen":"127.0.0.1"}`), Limits: emptyObject()},
 		},
 		sources: map[string]string{},
 	}

@@ -145,6 +145,10 @@ func requireSettings(t *testing.T, want, got *config.Config) {
 	require.Equal(t, want.IdleTimeout, got.IdleTimeout, "idle_timeout")
 	require.Equal(t, want.TrustedProxies, got.TrustedProxies, "trusted_proxies")
 	require.Equal(t, want.MaxDeploymentsPerOperator, got.MaxDeploymentsPerOperator, "max_deployments_per_operator")
+	require.Equal(t, want.FrontDoorAddresses, got.FrontDoorAddresses, "front_door_addresses")
+	require.Equal(t, want.FrontDoorHTTPSPort, got.FrontDoorHTTPSPort, "front_door_https_port")
+	require.Equal(t, want.FrontDoorHTTPPort, got.FrontDoorHTTPPort, "front_door_http_port")
+	require.Equal(t, want.SuggestedDomain, got.SuggestedDomain, "suggested_domain")
 }
 
 func TestLoadConfigPath(t *testing.T) {
@@ -202,7 +206,13 @@ func TestLoadWithoutFile(t *testing.T) {
 		t.Chdir(t.TempDir())
 		got, err := config.Load("", nil, nil)
 		require.NoError(t, err)
-		require.Equal(t, config.Default(), got)
+		want := config.Default()
+		for i, r := range want.Resources {
+			if r.Type == "route" {
+				want.Resources[i].Settings = json.RawMessage(`{"http_port":8000,"https_port":8443,"listen":"127.0.0.1","managed":true}`)
+			}
+		}
+		require.Equal(t, want, got, "the embedded default, the route provider given the front door's ports")
 		require.Equal(t, "127.0.0.1:8080", got.Listen)
 		require.Equal(t, "./data", got.DataDir)
 		require.Equal(t, "sqlite", got.Database)
@@ -487,6 +497,9 @@ func TestExampleFile(t *testing.T) {
 		g, ok := got.Resource(r.Type)
 		require.True(t, ok, r.Type)
 		require.Equal(t, r.Provider, g.Provider, r.Type)
+		if r.Type == "route" {
+			r.Settings = json.RawMessage(`{"http_port":8000,"https_port":8443,"listen":"127.0.0.1","managed":true}`)
+		}
 		require.JSONEq(t, string(r.Settings), string(g.Settings), r.Type)
 		require.JSONEq(t, string(r.Limits), string(g.Limits), r.Type)
 	}

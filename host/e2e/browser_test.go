@@ -30,7 +30,8 @@ type browser struct {
 	problems []string // uncaught exceptions and console errors of the pages
 }
 
-func newBrowser(t *testing.T, h *host) *browser {
+// newBrowser starts headless Chromium for h's UI; extra adds flags.
+func newBrowser(t *testing.T, h *host, extra ...chromedp.ExecAllocatorOption) *browser {
 	exe, err := exec.LookPath("chromium")
 	if err != nil {
 		t.Fatalf("no chromium on PATH (%v): the browser test drives headless Chromium; install the Debian package: apt-get install chromium", err)
@@ -42,7 +43,7 @@ func newBrowser(t *testing.T, h *host) *browser {
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	t.Logf("screenshots in %s", dir)
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(),
+	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(exe),
 		chromedp.Headless,
 		chromedp.NoSandbox, // the tests run as root, where Chromium's sandbox refuses to start
@@ -56,7 +57,8 @@ func newBrowser(t *testing.T, h *host) *browser {
 		chromedp.Flag("disable-dev-shm-usage", true),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(1280, 900),
-	)
+	}
+	alloc, cancelAlloc := chromedp.NewExecAllocator(context.Background(), append(opts, extra...)...)
 	ctx, cancelTab := chromedp.NewContext(alloc)
 	ctx, cancelTime := context.WithTimeout(ctx, 8*time.Minute)
 	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })

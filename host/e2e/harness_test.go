@@ -48,10 +48,15 @@ func buildAll(dir string) error {
 		"plugins/fedhost-resource-local":      "./plugins/resources/local",
 		"plugins/fedhost-resource-postgresql": "./plugins/resources/postgresql",
 		"plugins/fedhost-resource-versitygw":  "./plugins/resources/versitygw",
+		"plugins/fedhost-resource-localca":    "./plugins/resources/localca",
+		"plugins/fedhost-resource-caddy":      "./plugins/resources/caddy",
+		"plugins/fedhost-resource-rfc2136":    "./plugins/resources/rfc2136",
+		"plugins/fedhost-resource-acme":       "./plugins/resources/acme",
 		"plugins/fedhost-app-miniflux":        "./plugins/apps/miniflux",
 		"plugins/fedhost-app-mastodon":        "./plugins/apps/mastodon",
 		"artifacts/miniflux":                  "miniflux.app/v2",
 		"artifacts/versitygw":                 "github.com/versity/versitygw/cmd/versitygw",
+		"artifacts/caddy":                     "github.com/caddyserver/caddy/v2/cmd/caddy",
 	}
 	for out, pkg := range targets {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg)
