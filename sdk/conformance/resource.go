@@ -176,6 +176,13 @@ func Resource(t *testing.T, path string, c ResourceCase) {
 				t.Errorf("the result refers to secret %q, which the provider did not return", ref)
 			}
 		}
+		// The host keeps each returned secret as a file of the secret resource, whose
+		// names are DNS labels.
+		for name := range a.Secrets {
+			if !sdk.ValidInstance(name) {
+				t.Errorf("returned secret %q is not a DNS label (a-z, 0-9 and inner hyphens, at most 63): the host cannot keep it in the secret resource", name)
+			}
+		}
 	})
 
 	t.Run("provision_is_idempotent", func(t *testing.T) {

@@ -41,7 +41,7 @@ const (
 	keySecret = "key"
 	// accountKeySecret holds the ACME account's key, PEM: the CA finds the account again
 	// by it (RFC 8555 7.3.1, onlyReturnExisting), so the plugin keeps no account of its own.
-	accountKeySecret = "account_key"
+	accountKeySecret = "account-key"
 	// issuedDir holds the chain issued to each instance: <dir>/issued/<tenant>/<instance>.json.
 	issuedDir = "issued"
 	// maxIssued bounds the file of an issued chain read back.
