@@ -252,10 +252,10 @@ func TestFrontDoorOnBINDPebbleAndCaddy(t *testing.T) {
 	}
 
 	// Chromium, its resolver mapping the name to loopback, trusting pebble's root key.
-	browserShowsSignIn(t, h, url, f.root)
+	browserShowsSignIn(t, h, url, f.servedChain(t))
 
 	// Caddy killed: the provider starts it again and the route comes back.
-	pidFile := filepath.Join(h.dataDir, "plugins", "caddy", "caddy.pid")
+	pidFile := filepath.Join(h.dataDir, "plugins", "caddy", "caddy", "caddy.pid")
 	raw, err := os.ReadFile(pidFile)
 	require.NoError(t, err, "the managed Caddy's pid file")
 	pid, err := strconv.Atoi(strings.TrimSpace(string(raw)))
@@ -286,14 +286,32 @@ func TestFrontDoorOnBINDPebbleAndCaddy(t *testing.T) {
 	t.Logf("route back %s after the host restarted", time.Since(restarted).Round(time.Millisecond))
 }
 
-// browserShowsSignIn opens url in headless Chromium, whose resolver maps every name to
-// loopback and which trusts certificates chained to root's key, and checks the page.
-func browserShowsSignIn(t *testing.T, h *host, url string, root *x509.Certificate) {
+// servedChain is the chain the front door serves for feeds.acme.test, verified against
+// pebble's root.
+func (f *frontDoor) servedChain(t *testing.T) []*x509.Certificate {
 	t.Helper()
-	spki := sha256.Sum256(root.RawSubjectPublicKeyInfo)
+	pool := x509.NewCertPool()
+	pool.AddCert(f.root)
+	conn, err := tls.Dial("tcp", "127.0.0.1:"+strconv.Itoa(f.h.httpsPort), &tls.Config{ServerName: "feeds.acme.test", RootCAs: pool})
+	require.NoError(t, err)
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates
+}
+
+// browserShowsSignIn opens url in headless Chromium, whose resolver maps every name to
+// loopback and which trusts the keys of chain (Chromium takes an exception only for a
+// key of a certificate the server presents; pebble's root is not presented), and checks
+// the page.
+func browserShowsSignIn(t *testing.T, h *host, url string, chain []*x509.Certificate) {
+	t.Helper()
+	var keys []string
+	for _, c := range chain {
+		spki := sha256.Sum256(c.RawSubjectPublicKeyInfo)
+		keys = append(keys, base64.StdEncoding.EncodeToString(spki[:]))
+	}
 	b := newBrowser(t, h,
 		chromedp.Flag("host-resolver-rules", "MAP *.acme.test 127.0.0.1"),
-		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])),
+		chromedp.Flag("ignore-certificate-errors-spki-list", strings.Join(keys, ",")),
 	)
 	resp, err := chromedp.Run(b.ctx, chromedp.NavigateResponse(url))
 	require.NoError(t, err, "opening %s", url)
