@@ -212,6 +212,35 @@ func TestFrontDoorOnBINDPebbleAndCaddy(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, strings.Split(string(environ), "\x00"), "BASE_URL="+url)
 
+	// The API says where the app answers, its certificate and the zone's records.
+	var status struct {
+		FrontDoor struct {
+			Apps []struct {
+				App, Host, URL string
+				Live           bool
+				Certificate    struct{ State, Issuer string }
+			}
+			Zone struct {
+				Name        string
+				Nameservers []string
+				Records     []struct{ Name, Type, Value, State string }
+			}
+		} `json:"front_door"`
+	}
+	require.Equal(t, http.StatusOK, h.call("GET", "/deployments/"+d.ID, nil, &status))
+	fd := status.FrontDoor
+	require.Len(t, fd.Apps, 1)
+	require.Equal(t, url, fd.Apps[0].URL)
+	require.True(t, fd.Apps[0].Live)
+	require.Equal(t, "valid", fd.Apps[0].Certificate.State)
+	require.Contains(t, fd.Apps[0].Certificate.Issuer, "Pebble")
+	require.Equal(t, "acme.test", fd.Zone.Name)
+	require.NotEmpty(t, fd.Zone.Nameservers)
+	require.Len(t, fd.Zone.Records, 1)
+	require.Equal(t, "A", fd.Zone.Records[0].Type)
+	require.Equal(t, "127.0.0.1", fd.Zone.Records[0].Value)
+	require.Equal(t, "published", fd.Zone.Records[0].State)
+
 	// curl, as a person would, with pebble's root and the name resolved to loopback.
 	if curl, err := exec.LookPath("curl"); err == nil {
 		rootFile := filepath.Join(t.TempDir(), "pebble-root.pem")
@@ -277,6 +306,17 @@ func TestFrontDoorOnBINDPebbleAndCaddy(t *testing.T) {
 	}
 	require.NotEmpty(t, renewed, "the scheduler renewed the certificate and the front door serves it (log:\n%s)", h.log)
 	t.Logf("certificate renewed %s after it fell due", time.Since(issuedAt.Add(renewAfter)).Round(time.Second))
+	var events []struct {
+		Action       string `json:"action"`
+		Actor        string `json:"actor"`
+		DeploymentID string `json:"deployment_id"`
+	}
+	require.Equal(t, http.StatusOK, h.call("GET", "/audit-events?limit=1000", nil, &events))
+	audited := false
+	for _, e := range events {
+		audited = audited || (e.Action == "certificate_renewal" && e.DeploymentID == d.ID)
+	}
+	require.True(t, audited, "the scheduler's renewal is audited")
 
 	// The host restarted: the routes are back.
 	h.stop()
