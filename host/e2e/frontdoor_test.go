@@ -43,7 +43,7 @@ type frontDoor struct {
 // before expiry, so the scheduler renews them while the test runs.
 const renewAfter = 45 * time.Second
 
-func startFrontDoor(t *testing.T) *frontDoor {
+func startFrontDoor(t testing.TB) *frontDoor {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "fedhost-e2e-frontdoor-")
 	require.NoError(t, err)
