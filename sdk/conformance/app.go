@@ -325,6 +325,9 @@ func (k *appKit) checkRequests(name string, reqs []app.ResourceRequest) bool {
 		case r.Type == contract.Instance:
 			t.Errorf("%s: request %q asks for an instance: nodes come from Render, not from Requests", name, r.Name)
 			ok = false
+		case r.Type == contract.Route:
+			t.Errorf("%s: request %q asks for a route: the host routes the app's host name (x-hostname) itself", name, r.Name)
+			ok = false
 		case !contract.Known(r.Type):
 			t.Errorf("%s: request %q has unknown resource type %q: use one of %s (sdk/contract)", name, r.Name, r.Type, strings.Join(requestTypes(), ", "))
 			ok = false
@@ -709,7 +712,7 @@ func message(err error) string {
 func requestTypes() []string {
 	var out []string
 	for _, typ := range contract.Types {
-		if typ != contract.Instance {
+		if typ != contract.Instance && typ != contract.Route {
 			out = append(out, typ)
 		}
 	}

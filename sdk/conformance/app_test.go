@@ -76,6 +76,7 @@ func TestAppNamesWhatIsBroken(t *testing.T) {
 		{"badschema", []string{"schema: does not compile as JSON Schema 2020-12", "/properties/theme/type"}},
 		{"baddefault", []string{"the default at /$defs/link/properties/label/default does not validate against its own schema"}},
 		{"unknowntype", []string{`defaults: request "db" has unknown resource type "postgres": use one of secret, postgresql`}},
+		{"route", []string{`defaults: request "web" asks for a route: the host routes the app's host name (x-hostname) itself`}},
 		{"emptyartifact", []string{`defaults: node "web" has an empty artifact: set artifact.binary`}},
 		{"misc", []string{
 			`node "web": env/DB_PASSWORD holds ${secret:...}: secrets go into files only`,

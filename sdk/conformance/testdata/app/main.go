@@ -75,10 +75,14 @@ func (testApp) Requests(_ context.Context, req app.RequestsRequest) ([]app.Resou
 	if variant == "unknowntype" {
 		db = "postgres"
 	}
-	return []app.ResourceRequest{
+	reqs := []app.ResourceRequest{
 		{Name: "admin", Type: "secret", Spec: json.RawMessage(`{"files":{"password":{"generate":{"length":24}}}}`)},
 		{Name: "db", Type: db, Spec: json.RawMessage(`{}`), DependsOn: []string{"admin"}},
-	}, nil
+	}
+	if variant == "route" {
+		reqs = append(reqs, app.ResourceRequest{Name: "web", Type: "route", Spec: json.RawMessage(`{"hosts":["site.example.org"],"upstream":"127.0.0.1:1"}`)})
+	}
+	return reqs, nil
 }
 
 func (testApp) Render(_ context.Context, req app.RenderRequest) ([]app.Node, error) {
