@@ -129,6 +129,10 @@ func (c *Catalog) HostNames(config json.RawMessage) (map[string]string, []schema
 			problems = append(problems, schema.Problem{Location: location, Message: opt.title +
 				" must be a name under the deployment's domain: labels of 1 to 63 lower case letters, digits and inner hyphens, joined by dots, such as feeds"})
 			continue
+		case ReservedHostName(name):
+			problems = append(problems, schema.Problem{Location: location, Message: opt.title +
+				" is the name of the deployment's own sign-in (https://auth.<domain>/): choose another"})
+			continue
 		case len(name)+1+len(cfg.Domain) > MaxHostName:
 			problems = append(problems, schema.Problem{Location: location, Message: fmt.Sprintf(
 				"%s with the domain is longer than %d characters: choose a shorter one", opt.title, MaxHostName)})
@@ -150,4 +154,18 @@ func (c *Catalog) HostNames(config json.RawMessage) (map[string]string, []schema
 	}
 	sort.Slice(problems, func(i, j int) bool { return problems[i].Location < problems[j].Location })
 	return hosts, problems
+}
+
+// reservedHostNames are the names under a deployment's domain that no app takes: auth is
+// where the deployment's OpenID provider answers (https://auth.<domain>/, issue 13).
+var reservedHostNames = []string{"auth"}
+
+// ReservedHostName reports whether name is kept from apps.
+func ReservedHostName(name string) bool {
+	for _, r := range reservedHostNames {
+		if name == r {
+			return true
+		}
+	}
+	return false
 }

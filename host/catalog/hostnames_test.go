@@ -89,6 +89,7 @@ func TestHostNamesRefuseABadName(t *testing.T) {
 		{"a label of 64", "a123456789012345678901234567890123456789012345678901234567890123", bad},
 		{"an underscore", "my_feeds", bad},
 		{"too long with the domain", string(long), "The name with the domain is longer than 253 characters: choose a shorter one"},
+		{"reserved", "auth", "The name is the name of the deployment's own sign-in (https://auth.<domain>/): choose another"},
 	} {
 		hosts, problems := filledHostNames(t, c, `{"domain":"acme.example.org","apps":{
 			"miniflux":{"enable":true,"options":{"hostName":"`+tc.value+`"}},"pixelfed":{"enable":true,"options":{"web":{"name":"`+tc.value+`"}}}}}`)
