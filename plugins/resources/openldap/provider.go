@@ -51,7 +51,8 @@ func parseRequest(spec json.RawMessage) (contract.LDAPRequest, error) {
 	dec := json.NewDecoder(bytes.NewReader(spec))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return r, sdk.Invalid("request", "not an ldap request ({\"groups\": [\"editors\"]}): %v", err)
+		// The decoder's message quotes the input; this one does not.
+		return r, sdk.Invalid("request", "not an ldap request: an object with at most groups, a list of names such as {\"groups\": [\"editors\"]}")
 	}
 	if len(r.Groups) > maxGroups {
 		return r, sdk.Invalid("request/groups", "%d groups: at most %d", len(r.Groups), maxGroups)
