@@ -9,11 +9,13 @@ import (
 )
 
 func main() {
+	p := &provider{}
 	resource.Serve(sdk.Description{
 		Name:           "openldap",
 		Version:        "0.1.0",
 		Summary:        "A directory subtree and a bind account per deployment on a shared OpenLDAP server",
 		Serves:         []string{"ldap"},
 		SettingsSchema: settingsSchema,
-	}, &provider{})
+	}, p)
+	p.close()
 }

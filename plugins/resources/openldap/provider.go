@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fedhost/fedhost/internal/slapd"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/contract"
 	"github.com/fedhost/fedhost/sdk/resource"
@@ -27,6 +28,9 @@ const maxGroups = 100
 type provider struct {
 	mu  sync.Mutex
 	dir *directory
+	// proc is the managed slapd, run from procDir, when the settings ask for one.
+	proc    *slapd.Process
+	procDir string
 }
 
 func (p *provider) current() (*directory, error) {

@@ -21,9 +21,9 @@ var settingsSchema = json.RawMessage(`{
     "base_dn": {"type": "string", "minLength": 1, "maxLength": 512, "description": "Suffix under which each deployment gets ou=<deployment>; its entry must exist"},
     "admin_dn": {"type": "string", "minLength": 1, "maxLength": 512, "description": "DN the plugin binds as: the database's root DN, or one the access rules let write under base_dn"},
     "admin_password_file": {"type": "string", "minLength": 1, "maxLength": 4096, "description": "File holding admin_dn's password (never the password itself in the settings)"},
-    "public_url": {"type": "string", "minLength": 1, "maxLength": 512, "description": "URL handed to applications, if not url"}
+    "public_url": {"type": "string", "minLength": 1, "maxLength": 512, "description": "URL handed to applications, if not url"},
+    "managed": {"type": "boolean", "description": "Run slapd from the plugin's data dir on 127.0.0.1 (the embedded default) instead of using a shared server: then set none of url, base_dn, admin_dn, admin_password_file"}
   },
-  "required": ["url", "base_dn", "admin_dn", "admin_password_file"],
   "additionalProperties": false
 }`)
 
@@ -33,6 +33,7 @@ type settings struct {
 	AdminDN           string `json:"admin_dn"`
 	AdminPasswordFile string `json:"admin_password_file"`
 	PublicURL         string `json:"public_url"`
+	Managed           bool   `json:"managed"`
 }
 
 // Configure takes the settings. It does not reach the server: a server that is down now
@@ -42,19 +43,32 @@ func (p *provider) Configure(_ context.Context, raw json.RawMessage) error {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return sdk.Invalid("settings", "settings are not an object: %v", err)
 	}
-	d, err := s.directory()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var d *directory
+	var err error
+	if s.Managed {
+		d, err = p.managedDirectory(s)
+	} else {
+		d, err = s.directory()
+	}
 	if err != nil {
 		return err
 	}
-	p.mu.Lock()
+	if !s.Managed && p.proc != nil {
+		p.proc.Stop() // the settings moved to a shared server
+		p.proc = nil
+	}
 	p.dir = d
-	p.mu.Unlock()
 	hclog.Default().Info("using a shared OpenLDAP directory", "url", d.url, "base_dn", d.base, "admin_dn", d.adminDN)
 	return nil
 }
 
 // directory checks the settings and returns the directory they describe.
 func (s settings) directory() (*directory, error) {
+	if s.URL == "" {
+		return nil, sdk.Invalid("settings/url", "set the URL of the shared slapd, or managed to have the plugin run one")
+	}
 	if !validURL(s.URL) {
 		return nil, sdk.Invalid("settings/url", urlHelp)
 	}
