@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/go-ldap/ldap/v3"
 
 	"github.com/fedhost/fedhost/sdk"
+	"github.com/fedhost/fedhost/sdk/conformance"
 	"github.com/fedhost/fedhost/sdk/contract"
 	"github.com/fedhost/fedhost/sdk/resource"
 )
@@ -90,4 +92,77 @@ func TestManagedSettingsRefused(t *testing.T) {
 			t.Errorf("Configure(%s) = %v, want an error naming %s", c.settings, err, c.field)
 		}
 	}
+}
+
+// binds reports whether dn binds with password at url: false for invalidCredentials
+// (no such entry, or no such password), an error for anything else.
+func binds(url, dn, password string) (bool, error) {
+	c, err := ldap.DialURL(url)
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	err = c.Bind(dn, password)
+	if ldap.IsErrorWithCode(err, ldap.LDAPResultInvalidCredentials) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// seedPassword is the password Seed gives its user, for DataKept to bind with.
+const seedPassword = "seed-user-password-1"
+
+// TestConformanceManaged runs the conformance checks on the plugin binary in managed
+// mode: slapd in the data dir the suite gives, started by the plugin, ended with it.
+// Without the admin's password at hand, an object exists when its bind account binds,
+// and the seeded user is kept when it binds.
+func TestConformanceManaged(t *testing.T) {
+	conformance.Resource(t, pluginBinary, conformance.ResourceCase{
+		Type:         "ldap",
+		Settings:     json.RawMessage(`{"managed":true}`),
+		Request:      json.RawMessage(`{"groups":["editors"]}`),
+		Invalid:      json.RawMessage(`{"groups":["Bad Name"]}`),
+		InvalidField: "request/groups/0",
+		Access: func(_ context.Context, from, to conformance.Provisioned) error {
+			c, _, err := bindAs(from)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			target, err := resultOf(to)
+			if err != nil {
+				return err
+			}
+			if err := addUser(c, target.UsersDN, "access-"+from.Tenant); err != nil && !ldap.IsErrorWithCode(err, ldap.LDAPResultEntryAlreadyExists) {
+				return fmt.Errorf("adding a user under %s as %s: %w", target.UsersDN, from.Tenant, err)
+			}
+			return nil
+		},
+		Exists: func(_ context.Context, p conformance.Provisioned) (bool, error) {
+			r, err := resultOf(p)
+			if err != nil {
+				return false, err
+			}
+			return binds(r.URL, r.BindDN, string(p.Secrets[r.BindPassword.Secret]))
+		},
+		Seed: func(_ context.Context, p conformance.Provisioned) error {
+			c, r, err := bindAs(p)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := addUser(c, r.UsersDN, "seed"); err != nil {
+				return err
+			}
+			_, err = c.PasswordModify(ldap.NewPasswordModifyRequest("uid=seed,"+r.UsersDN, "", seedPassword))
+			return err
+		},
+		DataKept: func(_ context.Context, p conformance.Provisioned) (bool, error) {
+			r, err := resultOf(p)
+			if err != nil {
+				return false, err
+			}
+			return binds(r.URL, "uid=seed,"+r.UsersDN, seedPassword)
+		},
+	})
 }
