@@ -48,7 +48,7 @@ func (s subtree) groupDN(name string) string {
 	return "cn=" + ldap.EscapeDN(name) + "," + s.groups()
 }
 
-// dial connects to the server; it binds as the admin when admin is set.
+// dial connects to the server and binds as bindDN.
 func (d *directory) dial(ctx context.Context, bindDN, password string) (*ldap.Conn, error) {
 	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	if dl, ok := ctx.Deadline(); ok {
@@ -117,11 +117,12 @@ func (d *directory) ensure(ctx context.Context, s subtree, groups []string, pass
 		return false, err
 	}
 	defer c.Close()
-	changed := false
-	entries := []struct {
+	type entry struct {
 		dn    string
 		attrs map[string][]string
-	}{
+	}
+	changed := false
+	entries := []entry{
 		{s.root(), map[string][]string{"objectClass": {"organizationalUnit"}, "ou": {s.tenant}, "description": {"fedhost deployment " + s.tenant}}},
 		{s.users(), map[string][]string{"objectClass": {"organizationalUnit"}, "ou": {"users"}}},
 		{s.groups(), map[string][]string{"objectClass": {"organizationalUnit"}, "ou": {"groups"}}},
@@ -130,10 +131,7 @@ func (d *directory) ensure(ctx context.Context, s subtree, groups []string, pass
 	for _, g := range groups {
 		// groupOfNames must have a member: the bind account stands in, and it is no
 		// user (it is not under ou=users).
-		entries = append(entries, struct {
-			dn    string
-			attrs map[string][]string
-		}{s.groupDN(g), map[string][]string{"objectClass": {"groupOfNames"}, "cn": {g}, "member": {s.bindDN()}}})
+		entries = append(entries, entry{s.groupDN(g), map[string][]string{"objectClass": {"groupOfNames"}, "cn": {g}, "member": {s.bindDN()}}})
 	}
 	for _, e := range entries {
 		created, err := add(c, e.dn, e.attrs)
