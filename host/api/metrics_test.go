@@ -133,15 +133,22 @@ func TestMetricsMoveWithRequestsAndBuilds(t *testing.T) {
 	}
 	status, _ = b.do(t, alice, "GET", "/api/v1/deployments/nope", "")
 	require.Equal(t, http.StatusNotFound, status)
+	// A path no route takes counts under the pattern that answered it: / or /api/v1.
+	for _, path := range []string{"/no/such/route-7f3a", "/api/v1/no-such-route-7f3a"} {
+		status, _ = b.do(t, alice, "GET", path, "")
+		require.Equal(t, http.StatusNotFound, status, path)
+	}
 
 	got := b.scrape(t)
 	require.Equal(t, before+3, value(got, "fedhost_http_requests_total", route))
 	require.Equal(t, 1.0, value(got, "fedhost_http_requests_total", map[string]string{"route": "/api/v1/deployments/:id", "status": "404"}),
 		"an error answer counts with the status the error handler gave it")
 	require.Equal(t, 1.0, value(got, "fedhost_http_requests_total", map[string]string{"route": "/api/v1/deployments", "status": "201"}))
+	require.Equal(t, 1.0, value(got, "fedhost_http_requests_total", map[string]string{"route": "/api/v1", "status": "404"}))
 	for _, m := range got["fedhost_http_requests_total"].GetMetric() {
 		for _, l := range m.GetLabel() {
 			require.NotContains(t, l.GetValue(), d.ID, "no label carries a path's id")
+			require.NotContains(t, l.GetValue(), "7f3a", "an unknown path counts under a registered pattern")
 		}
 	}
 	require.Equal(t, 0.0, value(got, "fedhost_builds_total", nil))
