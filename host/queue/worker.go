@@ -101,7 +101,11 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[buildArgs]) error
 		state, reason = store.BuildFailed, buildErr.Error()
 		event(store.LevelError, "queue", "build failed: "+reason, 0)
 	}
-	if err := w.store.SetBuildState(bg, id, state, reason); err != nil && !errors.Is(err, store.ErrBuildFinished) {
+	err = w.store.SetBuildState(bg, id, state, reason)
+	if errors.Is(err, store.ErrBuildFinished) {
+		return nil // another verdict came first (failed as lost): it is not this run's to count
+	}
+	if err != nil {
 		return err
 	}
 	if w.finished != nil {
