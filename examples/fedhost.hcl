@@ -48,6 +48,11 @@ front_door_http_port  = "8000"
 # *.localhost names reach this machine; a provider with real domains sets "".
 suggested_domain = "{namespace}.localhost"
 
+# Who may read GET /metrics (Prometheus): "off", "loopback" (a scraper on this machine)
+# or "token" (Authorization: Bearer <the contents of metrics_token_file>).
+metrics = "loopback"
+# metrics_token_file = "/etc/fedhost/metrics-token"
+
 # One block per resource type the applications may ask for: which provider plugin
 # answers it, with the provider's settings and limits. Known types: secret, postgresql,
 # s3, redis, smtp, dns, tls, ldap, oidc, instance, route. Once this file has a resource block,

@@ -18,6 +18,7 @@ import (
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/headers"
 	"github.com/fedhost/fedhost/host/input"
+	"github.com/fedhost/fedhost/host/metrics"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/sdk/schema"
@@ -32,6 +33,10 @@ type Deps struct {
 	Audit   *audit.Log
 	Logger  hclog.Logger
 	Version string
+	// Metrics, when set, counts every request and serves GET /metrics: to loopback
+	// peers only with MetricsToken "", else to requests bearing MetricsToken.
+	Metrics      *metrics.Metrics
+	MetricsToken string
 }
 
 // Error is the body of every error answer.
@@ -140,12 +145,17 @@ func Mount(app *fiber.App, d Deps) []Rule {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
+	if d.Metrics != nil {
+		// First: it sees the status of every answer, a recovered panic's too.
+		app.Use(d.Metrics.Middleware())
+	}
 	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: func(c *fiber.Ctx, e any) {
 		logger.Error("a handler panicked", "method", c.Method(), "route", c.Route().Path, "panic", fmt.Sprint(e), "stack", string(debug.Stack()))
 	}}))
 	app.Get("/healthz", headers.Middleware(headers.DataCSP), func(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"status": "ok", "version": d.Version})
 	})
+	mountMetrics(app, d)
 	h := &handlers{d: d}
 	v1 := app.Group("/api/v1", headers.Middleware(headers.DataCSP), requestid.New(), h.authenticate)
 	h.routes(v1)

@@ -21,6 +21,7 @@ import (
 
 	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/metrics"
 	"github.com/fedhost/fedhost/sdk/schema"
 )
 
@@ -298,11 +299,11 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	t.Parallel()
 	// Registering the routes uses no dependency: no handler runs here.
 	app := fiber.New(Config(DefaultServer))
-	Mount(app, Deps{})
+	Mount(app, Deps{Metrics: metrics.New(nil)})
 
 	registered := map[string]bool{}
 	for _, r := range app.GetRoutes(true) {
-		if r.Method == fiber.MethodHead || (r.Path != "/healthz" && !strings.HasPrefix(r.Path, "/api/v1")) {
+		if r.Method == fiber.MethodHead || (r.Path != "/healthz" && r.Path != "/metrics" && !strings.HasPrefix(r.Path, "/api/v1")) {
 			continue
 		}
 		registered[r.Method+" "+openAPIPath(r.Path)] = true

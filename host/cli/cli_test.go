@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -150,6 +151,15 @@ func TestServeKilledLeavesNoPlugin(t *testing.T) {
 	resp, err := http.Get("http://" + listen + "/healthz")
 	require.NoError(t, err)
 	resp.Body.Close()
+	// metrics = "loopback" by default: this test's peer is 127.0.0.1.
+	resp, err = http.Get("http://" + listen + "/metrics")
+	require.NoError(t, err)
+	scraped, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", scraped)
+	require.Contains(t, string(scraped), `fedhost_plugin_starts_total{plugin="echo"} 1`)
+	require.Contains(t, string(scraped), `fedhost_http_requests_total{route="/healthz",status="200"} 1`)
 
 	binary := filepath.Join(dir, "fedhost-resource-echo")
 	require.NotEmpty(t, processesOf(t, binary), "the plugin runs under serve")

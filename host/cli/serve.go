@@ -22,6 +22,7 @@ import (
 	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/config"
 	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/metrics"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
@@ -54,11 +55,15 @@ func (e *env) serve(ctx context.Context) error {
 	}
 	defer st.Close()
 
+	// The registry exists with metrics = "off" too: the counters cost next to nothing
+	// and nothing serves them.
+	mx := metrics.New(log.Named("metrics"))
 	manager, err := plugins.New(plugins.Options{
 		Dir:      cfg.PluginDir,
 		DataDir:  cfg.DataDir,
 		Logger:   log.Named("plugin"),
 		Settings: pluginSettings(cfg),
+		Observer: mx,
 	})
 	if err != nil {
 		return err
@@ -98,7 +103,9 @@ func (e *env) serve(ctx context.Context) error {
 		{ID: "scheduler-tick", Schedule: "@every " + cfg.UpdateCheckInterval, Run: engine.Tick},
 		{ID: "retention", Schedule: "@hourly", Run: engine.RunRetention},
 	}
-	q, err := queue.New(st, queue.Config{Builder: engine, Logger: slogFrom(log.Named("queue")), Periodic: periodic, ClientID: clientID(cfg)})
+	mx.ReadFrom(st, engine)
+	q, err := queue.New(st, queue.Config{Builder: engine, Logger: slogFrom(log.Named("queue")), Periodic: periodic, ClientID: clientID(cfg),
+		Finished: mx.BuildFinished})
 	if err != nil {
 		return err
 	}
@@ -145,7 +152,17 @@ func (e *env) serve(ctx context.Context) error {
 
 	read, write, idle := cfg.Timeouts()
 	app := fiber.New(api.Config(api.Server{ReadTimeout: read, WriteTimeout: write, IdleTimeout: idle, TrustedProxies: cfg.Proxies()}))
-	api.Mount(app, api.Deps{Plugins: manager, Engine: engine, Store: st, Auth: accounts, Audit: trail, Logger: log.Named("api"), Version: Version})
+	apiDeps := api.Deps{Plugins: manager, Engine: engine, Store: st, Auth: accounts, Audit: trail, Logger: log.Named("api"), Version: Version}
+	switch cfg.Metrics {
+	case config.MetricsLoopback:
+		apiDeps.Metrics = mx
+	case config.MetricsToken:
+		if apiDeps.MetricsToken, err = cfg.MetricsBearer(); err != nil {
+			return fmt.Errorf("metrics_token_file: %w", err)
+		}
+		apiDeps.Metrics = mx
+	}
+	api.Mount(app, apiDeps)
 	uiDeps := ui.Deps{Engine: engine, Store: st, Auth: accounts, Audit: trail, Plugins: manager, Version: Version, OIDC: operatorOIDC,
 		SuggestedDomain: cfg.SuggestedDomain}
 	if operatorOIDC != nil {

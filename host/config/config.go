@@ -67,6 +67,11 @@ type Config struct {
 	// SuggestedDomain is the domain offered for a new deployment; {namespace} in it
 	// stands for the deployment's namespace. Empty offers none.
 	SuggestedDomain string
+	// Metrics says who may read GET /metrics: "off", "loopback" (peers on this machine)
+	// or "token" (a bearer token, the contents of MetricsTokenFile: read it with
+	// MetricsToken).
+	Metrics          string
+	MetricsTokenFile string
 	// Resources lists, per resource type, the provider that answers it.
 	Resources []Resource
 	// Registrars lists the registrar drivers in use.
@@ -174,6 +179,30 @@ func (o *OperatorOIDC) ClientSecret() (string, error) {
 	return secret, nil
 }
 
+// The values of the metrics setting.
+const (
+	MetricsOff      = "off"
+	MetricsLoopback = "loopback"
+	MetricsToken    = "token"
+)
+
+// MetricsBearer reads the bearer token of GET /metrics from MetricsTokenFile, without
+// the surrounding white space. Never log or print it.
+func (c *Config) MetricsBearer() (string, error) {
+	if c.MetricsTokenFile == "" {
+		return "", errors.New(`is empty; with metrics = "token", name the file that holds the token scrapers send, readable by fedhost only`)
+	}
+	b, err := os.ReadFile(c.MetricsTokenFile)
+	if err != nil {
+		return "", fmt.Errorf("%w; put the token scrapers send in that file, readable by the user fedhost runs as", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) < 16 {
+		return "", fmt.Errorf("%s holds fewer than 16 characters; write a long random token into it, e.g. from openssl rand -hex 32", c.MetricsTokenFile)
+	}
+	return token, nil
+}
+
 // Default returns the embedded default: one machine, SQLite, embedded secrets, local
 // instances, and PostgreSQL and S3 services managed in the data directory.
 func Default() *Config {
@@ -199,6 +228,7 @@ func Default() *Config {
 		FrontDoorHTTPSPort:        "8443",
 		FrontDoorHTTPPort:         "8000",
 		SuggestedDomain:           "{namespace}.localhost",
+		Metrics:                   MetricsLoopback,
 		Resources: []Resource{
 			{Type: "postgresql", Provider: "postgresql", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
 			{Type: "s3", Provider: "versitygw", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},

@@ -149,6 +149,46 @@ func requireSettings(t *testing.T, want, got *config.Config) {
 	require.Equal(t, want.FrontDoorHTTPSPort, got.FrontDoorHTTPSPort, "front_door_https_port")
 	require.Equal(t, want.FrontDoorHTTPPort, got.FrontDoorHTTPPort, "front_door_http_port")
 	require.Equal(t, want.SuggestedDomain, got.SuggestedDomain, "suggested_domain")
+	require.Equal(t, want.Metrics, got.Metrics, "metrics")
+	require.Equal(t, want.MetricsTokenFile, got.MetricsTokenFile, "metrics_token_file")
+}
+
+// GET /metrics is for loopback peers by default; "token" needs a readable file with a
+// long enough token, and no message shows the token.
+func TestMetricsSettings(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, config.MetricsLoopback, config.Default().Metrics)
+
+	token := filepath.Join(t.TempDir(), "metrics-token")
+	require.NoError(t, os.WriteFile(token, []byte("0123456789abcdef0123\n"), 0o600))
+	path := writeFile(t, "metrics = \"token\"\nmetrics_token_file = \""+token+"\"\n")
+	cfg, err := config.Load(path, nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, config.MetricsToken, cfg.Metrics)
+	bearer, err := cfg.MetricsBearer()
+	require.NoError(t, err)
+	require.Equal(t, "0123456789abcdef0123", bearer, "surrounding white space is not the token's")
+
+	cfg, err = config.Load("", env("FEDHOST_METRICS=off"), nil)
+	require.NoError(t, err)
+	require.Equal(t, config.MetricsOff, cfg.Metrics)
+
+	short := filepath.Join(t.TempDir(), "short")
+	require.NoError(t, os.WriteFile(short, []byte("s3cret"), 0o600))
+	for _, bad := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"FEDHOST_METRICS=public"}, "metrics (env FEDHOST_METRICS): is not a metrics access; use off, loopback"},
+		{[]string{"FEDHOST_METRICS=token"}, "metrics_token_file (default): is empty; with metrics = \"token\", name the file"},
+		{[]string{"FEDHOST_METRICS=token", "FEDHOST_METRICS_TOKEN_FILE=" + short}, "metrics_token_file (env FEDHOST_METRICS_TOKEN_FILE): " + short + " holds fewer than 16 characters"},
+		{[]string{"FEDHOST_METRICS=token", "FEDHOST_METRICS_TOKEN_FILE=/nonexistent/token"}, "metrics_token_file (env FEDHOST_METRICS_TOKEN_FILE): open /nonexistent/token"},
+	} {
+		_, err := config.Load("", env(bad.env...), nil)
+		require.ErrorContains(t, err, bad.want)
+		require.NotContains(t, err.Error(), "s3cret", "the token is not shown")
+		require.NotContains(t, err.Error(), "public", "the value is not echoed")
+	}
 }
 
 func TestLoadConfigPath(t *testing.T) {

@@ -39,6 +39,8 @@ var settings = []setting{
 	{"front_door_addresses", "comma-separated public IPs of the front door (the route provider), published as each app host name's A and AAAA records", func(c *Config) *string { return &c.FrontDoorAddresses }},
 	{"front_door_https_port", "the port the front door serves HTTPS on, as the route provider listens: it is in each app's URL unless 443", func(c *Config) *string { return &c.FrontDoorHTTPSPort }},
 	{"front_door_http_port", "the port the front door serves plain HTTP on (redirects to HTTPS), as the route provider listens", func(c *Config) *string { return &c.FrontDoorHTTPPort }},
+	{"metrics", `who may read GET /metrics: "off", "loopback" (requests from this machine only) or "token" (Authorization: Bearer with the contents of metrics_token_file)`, func(c *Config) *string { return &c.Metrics }},
+	{"metrics_token_file", `the file holding the bearer token of GET /metrics when metrics = "token"`, func(c *Config) *string { return &c.MetricsTokenFile }},
 	{"suggested_domain", "the domain the UI suggests for a new deployment, {namespace} standing for its namespace (e.g. {namespace}.localhost); empty suggests none", func(c *Config) *string { return &c.SuggestedDomain }},
 }
 

@@ -90,6 +90,16 @@ func (c *Config) validate() error {
 			bad("suggested_domain", "is not a domain name with an optional {namespace}, such as {namespace}.localhost")
 		}
 	}
+	switch c.Metrics {
+	case MetricsOff, MetricsLoopback:
+	case MetricsToken:
+		// The token is read to prove it is there; no message shows it.
+		if _, err := c.MetricsBearer(); err != nil {
+			bad("metrics_token_file", "%v", err)
+		}
+	default:
+		bad("metrics", "is not a metrics access; use off, loopback (requests from this machine) or token (a bearer token in metrics_token_file)")
+	}
 	validateBackups("backup_", c.BackupSchedule, c.BackupKeepWithin, bad)
 	apps := make([]string, 0, len(c.Backups))
 	for app := range c.Backups {

@@ -324,3 +324,26 @@ func (e *Engine) RunRetention(ctx context.Context, now time.Time) error {
 func backupTags(d store.Deployment, app, trigger string) map[string]string {
 	return map[string]string{"deployment": d.Namespace, "app": app, "trigger": trigger}
 }
+
+// BackupHealth counts, over every deployment, the apps that are stale as BackupStatuses
+// says (no good backup for StaleAfter while backed up) and those whose last backup
+// failed: one query, for the metrics.
+func (e *Engine) BackupHealth(ctx context.Context) (staleApps, failedApps int, err error) {
+	records, err := e.opts.Store.AppBackupsWithState(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	now := e.now().UTC()
+	for _, r := range records {
+		if !backedUp(r.DeploymentState) {
+			continue
+		}
+		if stale(r.AppBackup, now) {
+			staleApps++
+		}
+		if r.Failures > 0 {
+			failedApps++
+		}
+	}
+	return staleApps, failedApps, nil
+}

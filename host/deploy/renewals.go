@@ -103,3 +103,36 @@ func (r *run) noteRenewals() {
 		}
 	}
 }
+
+// CertificateExpiry is when the soonest certificate of a deployment's app expires.
+type CertificateExpiry struct {
+	DeploymentID, App string
+	NotAfter          time.Time
+}
+
+// CertificateExpiries returns, for every app with a provisioned certificate, when its
+// soonest one expires, by deployment and app: one query, for the metrics.
+func (e *Engine) CertificateExpiries(ctx context.Context) ([]CertificateExpiry, error) {
+	rows, err := e.opts.Store.ResultsOfType(ctx, contract.TLS)
+	if err != nil {
+		return nil, err
+	}
+	var out []CertificateExpiry
+	index := map[[2]string]int{}
+	for _, row := range rows {
+		c, ok := readCertificate(row)
+		if !ok {
+			continue
+		}
+		key := [2]string{row.DeploymentID, row.App}
+		if i, seen := index[key]; seen {
+			if c.notAfter.Before(out[i].NotAfter) {
+				out[i].NotAfter = c.notAfter
+			}
+			continue
+		}
+		index[key] = len(out)
+		out = append(out, CertificateExpiry{DeploymentID: row.DeploymentID, App: row.App, NotAfter: c.notAfter})
+	}
+	return out, nil
+}

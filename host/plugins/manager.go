@@ -47,6 +47,18 @@ type Options struct {
 	// MinBackoff and MaxBackoff bound the wait before a restart (1 s and 1 min by default);
 	// the wait doubles at each crash that follows a restart within MaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
+	// Observer, when set, is told of every start, restart and call of a plugin.
+	Observer Observer
+}
+
+// Observer is told what the plugins do, by plugin name; the metrics count it.
+type Observer interface {
+	// Started is a plugin process that started and took its settings; Restarted one
+	// that did so again after a crash or failed health ping.
+	Started(plugin string)
+	Restarted(plugin string)
+	// Called is a call of the host to a plugin: the method and how long it took.
+	Called(plugin, method string, took time.Duration)
 }
 
 // Manager starts and supervises the plugins of a directory.
@@ -246,6 +258,9 @@ func (p *Plugin) start(ctx context.Context) error {
 		}
 		opts = append(opts, client.WithEnv(sdk.DataDirEnv+"="+dir))
 	}
+	if o := m.opts.Observer; o != nil {
+		opts = append(opts, client.WithCallObserver(func(method string, took time.Duration) { o.Called(p.Name, method, took) }))
+	}
 	c, err := client.Start(ctx, p.Path, opts...)
 	if err != nil {
 		p.setState(StateRefused, err)
@@ -265,6 +280,9 @@ func (p *Plugin) start(ctx context.Context) error {
 	p.mu.Lock()
 	p.client, p.desc, p.state, p.lastErr = c, desc, StateHealthy, nil
 	p.mu.Unlock()
+	if o := m.opts.Observer; o != nil {
+		o.Started(p.Name)
+	}
 	return nil
 }
 
@@ -333,6 +351,9 @@ func (p *Plugin) supervise(ctx context.Context) {
 				n := p.restarts
 				p.mu.Unlock()
 				log.Info("plugin restarted", "restarts", n)
+				if o := p.m.opts.Observer; o != nil {
+					o.Restarted(p.Name)
+				}
 				lastPing = time.Now()
 				break
 			}

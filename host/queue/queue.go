@@ -52,6 +52,9 @@ type Config struct {
 	Periodic []Periodic
 	// Clock tells the periodic jobs the time; time.Now if nil. Tests inject one.
 	Clock func() time.Time
+	// Finished, when set, is told of every build this process ran to its verdict:
+	// its operation, final state and how long it ran.
+	Finished func(operation string, state store.BuildState, took time.Duration)
 
 	// river adjusts River's configuration; tests shorten its intervals.
 	river func(*river.Config)
@@ -97,7 +100,7 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 	q := &Queue{store: st, logger: cfg.Logger, clientID: cfg.ClientID}
 
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &buildWorker{store: st, builder: cfg.Builder, logger: cfg.Logger}); err != nil {
+	if err := river.AddWorkerSafely(workers, &buildWorker{store: st, builder: cfg.Builder, logger: cfg.Logger, finished: cfg.Finished}); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	if cfg.Clock == nil {

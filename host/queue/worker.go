@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
@@ -43,9 +44,10 @@ func (buildArgs) InsertOpts() river.InsertOpts {
 // retried only when recording the verdict itself fails.
 type buildWorker struct {
 	river.WorkerDefaults[buildArgs]
-	store   *store.Store
-	builder Builder
-	logger  *slog.Logger
+	store    *store.Store
+	builder  Builder
+	logger   *slog.Logger
+	finished func(operation string, state store.BuildState, took time.Duration)
 }
 
 // releasedReason is the reason of a build put back in the queue by a stop.
@@ -72,6 +74,7 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[buildArgs]) error
 		}
 	}
 	event(store.LevelInfo, "queue", fmt.Sprintf("build started (attempt %d)", job.Attempt), 0)
+	started := time.Now()
 	buildErr := w.run(ctx, id, func(step, message string) { event(store.LevelInfo, step, message, 0) })
 
 	var state store.BuildState
@@ -98,8 +101,20 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[buildArgs]) error
 		state, reason = store.BuildFailed, buildErr.Error()
 		event(store.LevelError, "queue", "build failed: "+reason, 0)
 	}
-	if err := w.store.SetBuildState(bg, id, state, reason); err != nil && !errors.Is(err, store.ErrBuildFinished) {
+	err = w.store.SetBuildState(bg, id, state, reason)
+	if errors.Is(err, store.ErrBuildFinished) {
+		return nil // another verdict came first (failed as lost): it is not this run's to count
+	}
+	if err != nil {
 		return err
+	}
+	if w.finished != nil {
+		took := time.Since(started)
+		if b, err := w.store.GetBuild(bg, id); err != nil {
+			w.logger.Error("queue: reading a finished build", "build_id", id, "error", err)
+		} else {
+			w.finished(b.Operation, state, took)
+		}
 	}
 	return nil
 }

@@ -50,6 +50,12 @@ func WithEnv(env ...string) Option {
 	return func(c *wire.StartConfig) { c.Env = append(c.Env, env...) }
 }
 
+// WithCallObserver has observe told the method name (e.g. "Provision") and duration of
+// every call the host makes to the plugin, for metrics.
+func WithCallObserver(observe func(method string, took time.Duration)) Option {
+	return func(c *wire.StartConfig) { c.CallObserver = observe }
+}
+
 // ChecksumError is the refusal of a binary whose sha256 differs from the locked one; its
 // text names the file and both checksums.
 type ChecksumError = wire.ChecksumError

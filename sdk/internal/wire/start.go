@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"time"
 
@@ -31,6 +32,9 @@ type StartConfig struct {
 	Protocols    []int
 	StartTimeout time.Duration
 	Env          []string
+	// CallObserver, when set, is told the method (e.g. "Provision") and duration of
+	// every call the host makes to the plugin.
+	CallObserver func(method string, took time.Duration)
 }
 
 // Started is a running plugin.
@@ -108,8 +112,7 @@ func Start(ctx context.Context, cfg StartConfig) (*Started, error) {
 		AutoMTLS:         true,
 		Logger:           logger,
 		StartTimeout:     timeout,
-		GRPCDialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(
-			grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize))},
+		GRPCDialOptions:  dialOptions(cfg.CallObserver),
 	})
 	started, err := dispense(ctx, client, cfg.Kind)
 	if err != nil {
@@ -124,6 +127,23 @@ func Start(ctx context.Context, cfg StartConfig) (*Started, error) {
 		return nil, fmt.Errorf("plugin %s: %w", cfg.Path, err)
 	}
 	return started, nil
+}
+
+// dialOptions are the host's gRPC options: the message size limits, and the observer's
+// interceptor when there is one.
+func dialOptions(observe func(method string, took time.Duration)) []grpc.DialOption {
+	opts := []grpc.DialOption{grpc.WithDefaultCallOptions(
+		grpc.MaxCallRecvMsgSize(MaxMessageSize), grpc.MaxCallSendMsgSize(MaxMessageSize))}
+	if observe == nil {
+		return opts
+	}
+	timed := func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		start := time.Now()
+		err := invoker(ctx, method, req, reply, cc, opts...)
+		observe(path.Base(method), time.Since(start))
+		return err
+	}
+	return append(opts, grpc.WithChainUnaryInterceptor(timed))
 }
 
 func dispense(ctx context.Context, client *plugin.Client, kind sdk.Kind) (*Started, error) {
