@@ -117,6 +117,7 @@ echo '@@alive'; if pg=$(cat "$wd/.fedhost/supervisor.pid" 2>/dev/null) && kill -
 echo '@@stamp'; stat -c '%%s-%%Y' %s 2>/dev/null
 echo '@@listening'; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null
 echo '@@taken'; for f in %s/*/*/.fedhost/ports; do [ "$f" = "$wd/.fedhost/ports" ] || cat "$f" 2>/dev/null; done
+true
 `, shq(wd), shq(bin), shq(m.WorkDir))
 	out, err := p.run(ctx, cfg, m, script, nil)
 	if err != nil {
@@ -286,9 +287,9 @@ i=0; while [ ! -s .fedhost/supervisor.pid ] && [ $i -lt 100 ]; do sleep 0.05; i=
 // stopScript ends the supervisor of the node in $wd and its process group: TERM, up to
 // 10 seconds, then KILL.
 const stopScript = `if pg=$(cat "$wd/.fedhost/supervisor.pid" 2>/dev/null) && [ -n "$pg" ]; then
-  kill -TERM -- -"$pg" 2>/dev/null || true
+  kill -s TERM -- -"$pg" 2>/dev/null || true
   i=0; while kill -s 0 -- -"$pg" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
-  kill -KILL -- -"$pg" 2>/dev/null || true
+  kill -s KILL -- -"$pg" 2>/dev/null || true
   rm -f "$wd/.fedhost/supervisor.pid"
 fi`
 
