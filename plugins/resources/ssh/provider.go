@@ -113,12 +113,13 @@ type remoteView struct {
 func (p *provider) inspect(ctx context.Context, cfg settings, m *machine, wd, bin string) (remoteView, error) {
 	script := fmt.Sprintf(`wd=%s
 echo '@@state'; cat "$wd/.fedhost/state.json" 2>/dev/null; echo
-echo '@@alive'; if pg=$(cat "$wd/.fedhost/supervisor.pid" 2>/dev/null) && kill -s 0 -- -"$pg" 2>/dev/null; then echo yes; fi
+%s
+echo '@@alive'; if pg=$(cat "$wd/.fedhost/supervisor.pid" 2>/dev/null) && alive "$pg"; then echo yes; fi
 echo '@@stamp'; stat -c '%%s-%%Y' %s 2>/dev/null
 echo '@@listening'; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null
 echo '@@taken'; for f in %s/*/*/.fedhost/ports; do [ "$f" = "$wd/.fedhost/ports" ] || cat "$f" 2>/dev/null; done
 true
-`, shq(wd), shq(bin), shq(m.WorkDir))
+`, shq(wd), aliveFunc, shq(bin), shq(m.WorkDir))
 	out, err := p.run(ctx, cfg, m, script, nil)
 	if err != nil {
 		return remoteView{}, err
@@ -222,7 +223,7 @@ func (p *provider) apply(ctx context.Context, cfg settings, m *machine, wd strin
 	}
 	sort.Strings(names)
 	var b strings.Builder
-	fmt.Fprintf(&b, "set -e\numask 077\nwd=%s\n%s\n", shq(wd), stopScript)
+	fmt.Fprintf(&b, "set -e\numask 077\nwd=%s\n%s\n%s\n", shq(wd), aliveFunc, stopScript)
 	b.WriteString(`mkdir -p "$wd/.fedhost" "$wd/logs" "$wd/tmp"` + "\n")
 	for _, vol := range pl.Volumes {
 		fmt.Fprintf(&b, "mkdir -p \"$wd\"/%s\n", shq(vol))
@@ -284,11 +285,15 @@ i=0; while [ ! -s .fedhost/supervisor.pid ] && [ $i -lt 100 ]; do sleep 0.05; i=
 	return nil
 }
 
+// aliveFunc defines alive PGID: whether a process of that group is there and not a
+// zombie (an ended process whose parent, init, has not reaped it yet), read from /proc.
+const aliveFunc = `alive() { cat /proc/[0-9]*/stat 2>/dev/null | awk -v pg="$1" '{ sub(/^.*\) /, ""); if ($3 == pg && $1 != "Z") f = 1 } END { exit !f }'; }`
+
 // stopScript ends the supervisor of the node in $wd and its process group: TERM, up to
 // 10 seconds, then KILL.
 const stopScript = `if pg=$(cat "$wd/.fedhost/supervisor.pid" 2>/dev/null) && [ -n "$pg" ]; then
   kill -s TERM -- -"$pg" 2>/dev/null || true
-  i=0; while kill -s 0 -- -"$pg" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
+  i=0; while alive "$pg" && [ $i -lt 100 ]; do sleep 0.1; i=$((i+1)); done
   kill -s KILL -- -"$pg" 2>/dev/null || true
   rm -f "$wd/.fedhost/supervisor.pid"
 fi`
@@ -414,7 +419,7 @@ func (p *provider) Deprovision(ctx context.Context, req resource.DeprovisionRequ
 	m := cfg.place(req.Tenant, req.Instance)
 	wd := path.Join(m.WorkDir, req.Tenant, req.Instance)
 	var b strings.Builder
-	fmt.Fprintf(&b, "wd=%s\n%s\n", shq(wd), stopScript)
+	fmt.Fprintf(&b, "wd=%s\n%s\n%s\n", shq(wd), aliveFunc, stopScript)
 	if req.Retain {
 		b.WriteString(`if [ -d "$wd" ]; then cd "$wd" && rm -rf .fedhost/state.json logs tmp; fi` + "\n")
 		if spec, err := parseSpec(req.Spec); err == nil {
