@@ -75,6 +75,7 @@ PubkeyAuthentication yes
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no
+UseDNS no
 StrictModes no
 PermitRootLogin prohibit-password
 AllowUsers %s

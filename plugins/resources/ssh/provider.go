@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -120,7 +123,7 @@ echo '@@listening'; cat /proc/net/tcp /proc/net/tcp6 2>/dev/null
 echo '@@taken'; for f in %s/*/*/.fedhost/ports; do [ "$f" = "$wd/.fedhost/ports" ] || cat "$f" 2>/dev/null; done
 true
 `, shq(wd), aliveFunc, shq(bin), shq(m.WorkDir))
-	out, err := p.run(ctx, cfg, m, script, nil)
+	out, err := p.run(ctx, cfg, m, script)
 	if err != nil {
 		return remoteView{}, err
 	}
@@ -204,7 +207,7 @@ func (p *provider) Provision(ctx context.Context, req resource.Request) (resourc
 	}
 	res := contract.InstanceResult{State: "running", Addresses: pl.addresses()}
 	if herr := waitHealthy(ctx, pl); herr != nil {
-		tail, _ := p.run(ctx, cfg, m, fmt.Sprintf("tail -n 20 %s", shq(path.Join(wd, "logs", "node.log"))), nil)
+		tail, _ := p.run(ctx, cfg, m, fmt.Sprintf("tail -n 20 %s", shq(path.Join(wd, "logs", "node.log"))))
 		res.State, res.Message = "failed", truncate(scrub(herr.Error(), req.Secrets), 512)
 		data, _ := json.Marshal(res)
 		return resource.Result{Data: data}, sdk.Errorf(sdk.CodeInternal, "node %s on machine %q did not become healthy: %s; last lines of its log:\n%s",
@@ -235,16 +238,16 @@ func (p *provider) apply(ctx context.Context, cfg settings, m *machine, wd strin
 			}
 		}
 	}
-	if _, err := p.run(ctx, cfg, m, b.String(), nil); err != nil {
-		return fmt.Errorf("preparing the working dir %s: %w", wd, err)
+	// The files go in the script as base64 here-documents: the script goes over stdin,
+	// so their contents (secrets filled in) are never on a command line.
+	delim, err := randomDelimiter()
+	if err != nil {
+		return err
 	}
-	// Each file goes over stdin of its own session: its content (secrets filled in) is
-	// never on a command line.
 	for _, name := range names {
-		f := path.Join(wd, name)
-		if _, err := p.run(ctx, cfg, m, fmt.Sprintf("umask 077 && cat > %s && chmod 600 %s && mv -f %s %s", shq(f+".tmp"), shq(f+".tmp"), shq(f+".tmp"), shq(f)), files[name]); err != nil {
-			return fmt.Errorf("writing file %s: %w", name, err)
-		}
+		tmp := shq(name + ".tmp")
+		fmt.Fprintf(&b, "base64 -d > \"$wd\"/%s <<'%s'\n%s\n%s\nchmod 600 \"$wd\"/%s\nmv -f \"$wd\"/%s \"$wd\"/%s\n",
+			tmp, delim, wrap(base64.StdEncoding.EncodeToString(files[name]), 76), delim, tmp, tmp, shq(name))
 	}
 	st := nodeState{Hash: hash, Plan: pl, Files: names}
 	stJSON, _ := json.Marshal(st)
@@ -267,10 +270,7 @@ func (p *provider) apply(ctx context.Context, cfg settings, m *machine, wd strin
 		run.WriteString(" " + shq(a))
 	}
 	run.WriteString("\n")
-	start := fmt.Sprintf(`set -e
-umask 077
-wd=%s
-cd "$wd"
+	fmt.Fprintf(&b, `cd "$wd"
 printf '%%s' %s > .fedhost/run.sh
 printf '%%s\n' %s > .fedhost/ports
 printf '%%s' %s > .fedhost/state.json
@@ -278,9 +278,9 @@ rm -f .fedhost/supervisor.pid
 nohup setsid sh -c 'echo $$ > .fedhost/supervisor.pid; while :; do echo "fedhost: starting at $(date -u +%%FT%%TZ)"; sh .fedhost/run.sh; echo "fedhost: exited with status $? at $(date -u +%%FT%%TZ)"; sleep 1; done >> logs/node.log 2>&1' </dev/null >/dev/null 2>&1 &
 i=0; while [ ! -s .fedhost/supervisor.pid ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
 [ -s .fedhost/supervisor.pid ]
-`, shq(wd), shq(run.String()), shq(strings.Join(portList, "\n")), shq(string(stJSON)))
-	if _, err := p.run(ctx, cfg, m, start, nil); err != nil {
-		return fmt.Errorf("starting the supervisor: %w", err)
+`, shq(run.String()), shq(strings.Join(portList, "\n")), shq(string(stJSON)))
+	if _, err := p.run(ctx, cfg, m, b.String()); err != nil {
+		return fmt.Errorf("laying out the working dir %s and starting its supervisor: %w", wd, err)
 	}
 	return nil
 }
@@ -339,6 +339,26 @@ func (p *provider) allocatePorts(m *machine, v remoteView, want []contract.Port)
 			}
 		}
 	}, nil
+}
+
+// randomDelimiter is a here-document delimiter no base64 text can contain.
+func randomDelimiter() (string, error) {
+	b := make([]byte, 16)
+	if _, err := crand.Read(b); err != nil {
+		return "", err
+	}
+	return "FEDHOST_EOF_" + hex.EncodeToString(b), nil
+}
+
+// wrap breaks s into lines of n characters.
+func wrap(s string, n int) string {
+	var b strings.Builder
+	for len(s) > n {
+		b.WriteString(s[:n] + "\n")
+		s = s[n:]
+	}
+	b.WriteString(s)
+	return b.String()
 }
 
 func used(ports map[string]int, port int) bool {
@@ -433,7 +453,7 @@ func (p *provider) Deprovision(ctx context.Context, req resource.DeprovisionRequ
 	} else {
 		fmt.Fprintf(&b, "rm -rf \"$wd\"\nrmdir %s 2>/dev/null || true\n", shq(path.Dir(wd)))
 	}
-	if _, err := p.run(ctx, cfg, m, b.String(), nil); err != nil {
+	if _, err := p.run(ctx, cfg, m, b.String()); err != nil {
 		return fmt.Errorf("deprovisioning node %s: %w", key, err)
 	}
 	p.log.Info("node deprovisioned", "node", key, "machine", m.Name, "retain", req.Retain)

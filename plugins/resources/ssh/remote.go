@@ -70,9 +70,10 @@ func dial(ctx context.Context, cfg settings, m *machine) (*ssh.Client, error) {
 	return ssh.NewClient(c, chans, reqs), nil
 }
 
-// run runs script with sh on m, stdin as its input, and returns its stdout. A failure
-// gives the end of its stderr.
-func (p *provider) run(ctx context.Context, cfg settings, m *machine, script string, stdin []byte) ([]byte, error) {
+// run runs script with sh on m and returns its stdout; a failure gives the end of its
+// stderr. The script goes over the session's stdin (sh -s), never on a command line,
+// where the machine's other users could read it: it may hold a node's files.
+func (p *provider) run(ctx context.Context, cfg settings, m *machine, script string) ([]byte, error) {
 	for attempt := 0; ; attempt++ {
 		client, err := p.client(ctx, cfg, m)
 		if err != nil {
@@ -88,11 +89,9 @@ func (p *provider) run(ctx context.Context, cfg settings, m *machine, script str
 		}
 		var stdout, stderr bytes.Buffer
 		sess.Stdout, sess.Stderr = &limited{w: &stdout, n: 1 << 20}, &limited{w: &stderr, n: 8 << 10}
-		if stdin != nil {
-			sess.Stdin = bytes.NewReader(stdin)
-		}
+		sess.Stdin = strings.NewReader(script)
 		done := make(chan error, 1)
-		go func() { done <- sess.Run("sh -c " + shq(script)) }()
+		go func() { done <- sess.Run("sh -s") }()
 		select {
 		case err = <-done:
 		case <-ctx.Done():

@@ -248,7 +248,6 @@ func TestNodeLifecycle(t *testing.T) {
 	}
 	pid := pidOf(t, addr)
 
-	t.Log("first provision done", time.Now().Format("15:04:05.000"))
 	res2, err := rc.Provision(ctx, req)
 	require.NoError(t, err)
 	require.JSONEq(t, string(res.Data), string(res2.Data))
