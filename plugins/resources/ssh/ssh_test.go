@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/crypto/ssh"
 
+	"github.com/fedhost/fedhost/internal/pgtest"
 	"github.com/fedhost/fedhost/internal/plugintest"
 	"github.com/fedhost/fedhost/internal/sshtest"
 	"github.com/fedhost/fedhost/sdk/client"
@@ -57,7 +58,10 @@ func TestMain(m *testing.M) {
 			return nil, err
 		}
 		sshd = s
-		return stop, nil
+		return func() {
+			stop()
+			pgtest.Stop() // the Miniflux test's PostgreSQL
+		}, nil
 	})
 }
 
@@ -350,4 +354,58 @@ func TestFailingNodeShowsItsLogWithoutTheSecret(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "refusing to start with token [secret token]")
 	require.NotContains(t, err.Error(), testToken)
+}
+
+// Miniflux, as the miniflux app plugin declares its node, runs on the test machine
+// through the driver against a real PostgreSQL: its sign-in page answers, and
+// deprovision stops it.
+func TestMinifluxRunsOnTheMachine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Miniflux")
+	}
+	dsn := pgtest.DSN(t)
+	bin := filepath.Join(artifactsDir, "miniflux")
+	if out, err := exec.Command("go", "build", "-o", bin, "miniflux.app/v2").CombinedOutput(); err != nil {
+		t.Fatalf("go build miniflux.app/v2: %v\n%s", err, out)
+	}
+	const adminPassword = "pw-5d1c8e7f2a9b4e63"
+	spec, err := json.Marshal(contract.InstanceRequest{
+		Artifact: contract.Artifact{Binary: "miniflux"},
+		Env: map[string]string{
+			"LISTEN_ADDR":         "${host}:${port:http}",
+			"BASE_URL":            "${url:http}",
+			"DATABASE_URL_FILE":   "${file:database-url}",
+			"RUN_MIGRATIONS":      "1",
+			"CREATE_ADMIN":        "1",
+			"ADMIN_USERNAME":      "admin",
+			"ADMIN_PASSWORD_FILE": "${file:admin-password}",
+			"POLLING_FREQUENCY":   "60",
+			"LOG_FORMAT":          "json",
+		},
+		Files: map[string]contract.InstanceFile{
+			"database-url":   {Content: "${secret:db}"},
+			"admin-password": {Content: "${secret:admin}"},
+		},
+		Ports:  []contract.Port{{Name: "http", Protocol: "http"}},
+		Health: &contract.Health{Port: "http", HTTPPath: "/healthcheck", TimeoutSeconds: 5, StartSeconds: 120},
+	})
+	require.NoError(t, err)
+	workDir := t.TempDir()
+	rc := start(t, settingsJSON(workDir, ""))
+	ctx := context.Background()
+	req := resource.Request{Tenant: "t1", Instance: "miniflux", Type: contract.Instance, Spec: spec,
+		Secrets: map[string][]byte{"db": []byte(dsn), "admin": []byte(adminPassword)}}
+	res, err := rc.Provision(ctx, req)
+	require.NoError(t, err)
+	addr, err := addressOf(res.Data)
+	require.NoError(t, err)
+	page, err := get(addr, "/")
+	require.NoError(t, err)
+	require.Contains(t, page, `name="password"`, "Miniflux's sign-in page")
+	log, err := os.ReadFile(filepath.Join(workDir, "t1", "miniflux", "logs", "node.log"))
+	require.NoError(t, err)
+	require.NotContains(t, string(log), adminPassword)
+	require.NoError(t, rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: "t1", Instance: "miniflux", Type: contract.Instance}))
+	_, err = get(addr, "/healthcheck")
+	require.Error(t, err, "Miniflux still answers after deprovision")
 }
