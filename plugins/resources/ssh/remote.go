@@ -39,13 +39,23 @@ func (e *hostKeyError) Error() string {
 	return fmt.Sprintf("machine %q (%s) presented host key %s, which is not the pinned host_key %s: the driver does not connect. If the machine's host key was changed on purpose, check the new fingerprint on the machine itself (ssh-keygen -lf /etc/ssh/ssh_host_ed25519_key.pub) and put its public key in settings machines[].host_key; otherwise something else answers at that address", e.machine, e.address, e.got, e.pinned)
 }
 
+// hostKeyAlgorithms offers only the pinned key's algorithms, so that a server with
+// several host keys shows the pinned one. An RSA key signs with SHA-2 (RFC 8332) or,
+// from old servers, SHA-1.
+func hostKeyAlgorithms(key ssh.PublicKey) []string {
+	if key.Type() == ssh.KeyAlgoRSA {
+		return []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
+	}
+	return []string{key.Type()}
+}
+
 // dial connects to m with the settings' key, within the connect timeout.
 func dial(ctx context.Context, cfg settings, m *machine) (*ssh.Client, error) {
 	cc := &ssh.ClientConfig{
 		User:              m.User,
 		Auth:              []ssh.AuthMethod{ssh.PublicKeys(cfg.signer)},
 		HostKeyCallback:   hostKeyCheck(m),
-		HostKeyAlgorithms: []string{m.key.Type()},
+		HostKeyAlgorithms: hostKeyAlgorithms(m.key),
 		Timeout:           cfg.connectTimeout,
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.connectTimeout)
