@@ -356,19 +356,16 @@ func TestFailingNodeShowsItsLogWithoutTheSecret(t *testing.T) {
 	require.NotContains(t, err.Error(), testToken)
 }
 
-// Miniflux, as the miniflux app plugin declares its node, runs on the test machine
-// through the driver against a real PostgreSQL: its sign-in page answers, and
-// deprovision stops it.
-func TestMinifluxRunsOnTheMachine(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds Miniflux")
-	}
-	dsn := pgtest.DSN(t)
+const adminPassword = "pw-5d1c8e7f2a9b4e63"
+
+// minifluxSpec builds Miniflux into the artifacts dir and gives its node spec, as the
+// miniflux app plugin declares it (without the options it leaves at their defaults).
+func minifluxSpec(t testing.TB) json.RawMessage {
+	t.Helper()
 	bin := filepath.Join(artifactsDir, "miniflux")
 	if out, err := exec.Command("go", "build", "-o", bin, "miniflux.app/v2").CombinedOutput(); err != nil {
 		t.Fatalf("go build miniflux.app/v2: %v\n%s", err, out)
 	}
-	const adminPassword = "pw-5d1c8e7f2a9b4e63"
 	spec, err := json.Marshal(contract.InstanceRequest{
 		Artifact: contract.Artifact{Binary: "miniflux"},
 		Env: map[string]string{
@@ -390,6 +387,18 @@ func TestMinifluxRunsOnTheMachine(t *testing.T) {
 		Health: &contract.Health{Port: "http", HTTPPath: "/healthcheck", TimeoutSeconds: 5, StartSeconds: 120},
 	})
 	require.NoError(t, err)
+	return spec
+}
+
+// Miniflux, as the miniflux app plugin declares its node, runs on the test machine
+// through the driver against a real PostgreSQL: its sign-in page answers, and
+// deprovision stops it.
+func TestMinifluxRunsOnTheMachine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds Miniflux")
+	}
+	dsn := pgtest.DSN(t)
+	spec := minifluxSpec(t)
 	workDir := t.TempDir()
 	rc := start(t, settingsJSON(workDir, ""))
 	ctx := context.Background()
