@@ -54,12 +54,18 @@ var (
 // it) and removes its directory. Call it from TestMain.
 func Main(m *testing.M) {
 	code := m.Run()
+	Stop()
+	os.Exit(code)
+}
+
+// Stop stops the shared server, if a test started it, and removes its directory: for a
+// TestMain that runs m itself (one that also starts another server, say).
+func Stop() {
 	if shared != nil {
 		if err := shared.stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
 		}
 	}
-	os.Exit(code)
 }
 
 // DSN returns the address of a new, empty database owned by a superuser role,
