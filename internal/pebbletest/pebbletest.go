@@ -109,7 +109,7 @@ func Start(dir string, o Options) (*Server, func(), error) {
 		"keyAlgorithm":                   "ecdsa",
 		"retryAfter":                     map[string]int{"authz": 1, "order": 1},
 		"domainBlocklist":                o.Blocklist,
-		"profiles": map[string]any{"default": map[string]any{"description": "the test's validity", "validityPeriod": int64(o.ValidityPeriod / time.Second)}},
+		"profiles":                       map[string]any{"default": map[string]any{"description": "the test's validity", "validityPeriod": int64(o.ValidityPeriod / time.Second)}},
 	}
 	b, err := json.Marshal(conf)
 	if err != nil {
