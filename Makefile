@@ -18,9 +18,14 @@ build: $(BIN)/fedhost plugins artifacts
 $(BIN)/fedhost: FORCE
 	$(GO) build -ldflags '$(LDFLAGS)' -o $@ ./host
 
+# The plugins the embedded default runs: `make run` builds only these (and every app),
+# `make build` and `make test` all of them.
+DEFAULT_PLUGINS := $(wildcard $(addprefix plugins/resources/,$(addsuffix /main.go,embedded local postgresql versitygw localca caddy)) plugins/apps/*/main.go)
+PLUGINS_TO_BUILD ?= $(PLUGINS)
+
 plugins:
 	@mkdir -p $(PLUGIN_DIR)
-	@for main in $(PLUGINS); do \
+	@for main in $(PLUGINS_TO_BUILD); do \
 		dir=$$(dirname $$main); name=$$(basename $$dir); \
 		kind=$$(basename $$(dirname $$dir)); kind=$${kind%s}; \
 		echo "build $(PLUGIN_DIR)/fedhost-$$kind-$$name"; \
@@ -54,7 +59,8 @@ packages:
 	@bash .ci/packages
 
 # The binaries were just built from this tree, so they are locked as they are.
-run: packages build
+run: packages
+	@$(MAKE) --no-print-directory $(BIN)/fedhost plugins artifacts PLUGINS_TO_BUILD="$(DEFAULT_PLUGINS)"
 	$(BIN)/fedhost plugins lock
 	$(BIN)/fedhost serve
 
