@@ -30,6 +30,7 @@ import (
 	"github.com/go-acme/lego/v5/registration"
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fedhost/fedhost/plugins/resources/internal/atomicfile"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/contract"
 	"github.com/fedhost/fedhost/sdk/resource"
@@ -148,7 +149,7 @@ func (p *provider) Provision(ctx context.Context, req resource.Request) (resourc
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return resource.Result{}, fmt.Errorf("making the directory of issued certificates: %w", err)
 	}
-	if err := writeReplace(path, b); err != nil {
+	if err := atomicfile.Write(path, b, 0o600); err != nil {
 		return resource.Result{}, err
 	}
 	hclog.Default().Info("certificate issued", "tenant", req.Tenant, "instance", req.Instance, "challenge", r.challenge, "serial", leaf.SerialNumber.Text(16), "domains", len(r.domains), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))

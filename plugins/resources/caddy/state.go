@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fedhost/fedhost/plugins/resources/internal/atomicfile"
 	"github.com/fedhost/fedhost/sdk"
 )
 
@@ -110,24 +111,5 @@ func (s store) remove(tenant, instance string) error {
 	return nil
 }
 
-// writeFile replaces path with b through a temporary file, 0600, so that a crash leaves
-// the old file or the new one.
-func writeFile(path string, b []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
-}
+// writeFile replaces path with b, 0600, so that a crash leaves the old file or the new one.
+func writeFile(path string, b []byte) error { return atomicfile.Write(path, b, 0o600) }

@@ -14,6 +14,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/fedhost/fedhost/plugins/resources/internal/atomicfile"
 )
 
 // The CA's files in its directory; `fedhost ca root` reads rootFileName (host/cli).
@@ -52,7 +54,7 @@ func loadOrCreateAuthority(dir string, now time.Time) (*authority, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := writeReplace(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})); err != nil {
+		if err := atomicfile.Write(keyPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
@@ -63,7 +65,7 @@ func loadOrCreateAuthority(dir string, now time.Time) (*authority, error) {
 		if rootPEM, err = selfSign(key, now); err != nil {
 			return nil, err
 		}
-		if err := writeReplace(rootPath, rootPEM); err != nil {
+		if err := atomicfile.Write(rootPath, rootPEM, 0o600); err != nil {
 			return nil, err
 		}
 	} else if err != nil {

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fedhost/fedhost/plugins/resources/internal/atomicfile"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/contract"
 	"github.com/fedhost/fedhost/sdk/resource"
@@ -120,7 +121,7 @@ func (p *provider) Provision(_ context.Context, req resource.Request) (resource.
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return resource.Result{}, fmt.Errorf("making the directory of issued certificates: %w", err)
 	}
-	if err := writeReplace(path, chain); err != nil {
+	if err := atomicfile.Write(path, chain, 0o600); err != nil {
 		return resource.Result{}, err
 	}
 	hclog.Default().Info("certificate issued", "tenant", req.Tenant, "instance", req.Instance, "serial", leaf.SerialNumber.Text(16), "domains", len(names), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))

@@ -5,9 +5,10 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
+
+	"github.com/fedhost/fedhost/plugins/resources/internal/atomicfile"
 )
 
 // zoneKey is one deployment's TSIG key and the zone it may change.
@@ -67,23 +68,7 @@ func writeKeys(path string, keys map[string]zoneKey) error {
 		k := keys[n]
 		fmt.Fprintf(&b, "# zone %q\nkey %q { algorithm hmac-sha256; secret %q; };\n", k.zone, k.name, k.secret)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".keys-*")
-	if err != nil {
-		return fmt.Errorf("writing the keys file: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o640); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing the keys file: %w", err)
-	}
-	if _, err := tmp.Write(b.Bytes()); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing the keys file: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing the keys file: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	if err := atomicfile.Write(path, b.Bytes(), 0o640); err != nil {
 		return fmt.Errorf("writing the keys file: %w", err)
 	}
 	return nil
