@@ -45,8 +45,11 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 				Issuer: "Pebble Intermediate CA", RenewAfter: "2026-12-02T00:00:00Z"}},
 		{contract.LDAP, contract.LDAPRequest{Groups: []string{"admins"}},
 			contract.LDAPResult{URL: "ldap://127.0.0.1:389", BaseDN: "ou=t,dc=example", UsersDN: "ou=users,ou=t,dc=example", GroupsDN: "ou=groups,ou=t,dc=example", BindDN: "cn=t,dc=example", BindPassword: pw}},
-		{contract.OIDC, contract.OIDCRequest{Name: "Miniflux", RedirectURIs: []string{"https://rss.example.org/oauth2/oidc/callback"}},
-			contract.OIDCResult{Issuer: "https://id.example.org", ClientID: "miniflux", ClientSecret: contract.SecretRef{Secret: "client-secret"}}},
+		{contract.OIDC, contract.OIDCRequest{Name: "Miniflux", RedirectURIs: []string{"https://rss.example.org/oauth2/oidc/callback"},
+			AllowedGroups: []string{"miniflux-users"}, Issuer: "https://auth.example.org/",
+			Directory: &contract.LDAPResult{URL: "ldap://127.0.0.1:3890/", BaseDN: "ou=t,dc=x", UsersDN: "ou=users,ou=t,dc=x",
+				GroupsDN: "ou=groups,ou=t,dc=x", BindDN: "cn=t-directory,ou=t,dc=x", BindPassword: contract.SecretRef{Secret: "t-directory-creds/bind-password"}}},
+			contract.OIDCResult{Issuer: "https://id.example.org", ClientID: "miniflux", ClientSecret: contract.SecretRef{Secret: "client-secret"}, Upstream: "127.0.0.1:40002"}},
 		{contract.Instance,
 			contract.InstanceRequest{Artifact: contract.Artifact{Binary: "miniflux"}, Env: map[string]string{"LISTEN_ADDR": "${host}:${port:http}"},
 				Files: map[string]contract.InstanceFile{"database-url": {Content: "postgres://u:${secret:db}@h/d"}},
@@ -80,6 +83,7 @@ func TestInvalidRequestNamesTheFieldNotTheValue(t *testing.T) {
 		{contract.S3, `{"buckets":{"media":{}},"keys":{"app":{"grants":{"media":"sudo-secret-grant"}}}}`, "request/keys/app/grants/media"},
 		{contract.PostgreSQL, `{"extensions":"pg_trgm"}`, "request/extensions"},
 		{contract.Instance, `{"artifact":{"binary":"x"},"ports":[{"name":"http","protocol":"udp"}]}`, "request/ports/0/protocol"},
+		{contract.OIDC, `{"name":"x","redirect_uris":["https://x.example/cb"],"allowed_groups":["Sudo-Secret-Grant"]}`, "request/allowed_groups/0"},
 	}
 	for _, c := range cases {
 		err := contract.ValidateRequest(c.typ, json.RawMessage(c.spec))

@@ -237,11 +237,25 @@ type LDAPResult struct {
 	BindPassword SecretRef `json:"bind_password"`
 }
 
-// OIDCRequest asks for a client of the deployment's OpenID provider.
+// OIDCRequest asks for a client of the deployment's OpenID provider. An app gives Name,
+// RedirectURIs, Scopes and AllowedGroups; the host adds Issuer and Directory, which say
+// where the deployment's provider answers and whom it signs in.
 type OIDCRequest struct {
+	// Name is the app's name as the provider's pages show it ("Miniflux").
 	Name         string   `json:"name"`
 	RedirectURIs []string `json:"redirect_uris"`
 	Scopes       []string `json:"scopes,omitempty"`
+	// AllowedGroups are the directory groups whose members may sign in to this client;
+	// empty lets every user of the directory in. A user in none of them is refused at the
+	// provider.
+	AllowedGroups []string `json:"allowed_groups,omitempty"`
+	// Issuer is the deployment's issuer URL, "https://auth.example.org/" (with a port when
+	// the front door does not listen on 443). Set by the host.
+	Issuer string `json:"issuer,omitempty"`
+	// Directory is the deployment's directory (its ldap result), against which users sign
+	// in. Set by the host, which puts the bind password's value in
+	// resource.Request.Secrets under Directory.BindPassword.Secret.
+	Directory *LDAPResult `json:"directory,omitempty"`
 }
 
 // OIDCResult is a registered client.
@@ -249,6 +263,10 @@ type OIDCResult struct {
 	Issuer       string    `json:"issuer"`
 	ClientID     string    `json:"client_id"`
 	ClientSecret SecretRef `json:"client_secret"`
+	// Upstream is host:port where the provider serves Issuer over plain HTTP, for the
+	// front door to route the issuer's host name to; empty when the provider is reached
+	// at Issuer by other means.
+	Upstream string `json:"upstream,omitempty"`
 }
 
 // InstanceRequest is a node spec: one process or container and how to run it.
