@@ -195,6 +195,11 @@ type TLSResult struct {
 	// RenewAfter (RFC 3339) is when the provider will give a new certificate rather than
 	// this one: the host's scheduler provisions the resource again from then on.
 	RenewAfter string `json:"renew_after,omitempty"`
+	// CA is the root certificate (PEM) the chain ends at when clients do not trust it
+	// already: a private CA's. The host gives it to the nodes of a deployment that call
+	// the deployment's own addresses (an app reaching its OpenID provider). Empty for a
+	// CA in the public trust stores.
+	CA string `json:"ca,omitempty"`
 }
 
 // RouteRequest asks the front door to send requests for Hosts to Upstream. The host makes

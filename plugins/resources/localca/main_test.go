@@ -58,6 +58,9 @@ func decode(t testing.TB, raw json.RawMessage) decoded {
 	}
 	require.Len(t, certs, 2, "the chain is the leaf and the root")
 	d.leaf, d.root = certs[0], certs[1]
+	b, _ := pem.Decode([]byte(d.CA))
+	require.NotNil(t, b, "the result names the root as its CA, which no client trusts by itself")
+	require.Equal(t, d.root.Raw, b.Bytes, "the result's CA is the chain's root")
 	return d
 }
 

@@ -112,7 +112,7 @@ func (p *provider) Provision(_ context.Context, req resource.Request) (resource.
 	}
 	path := p.issuedPath(req.Tenant, req.Instance)
 	if chain, leaf, ok := p.reusable(path, names, req.Secrets[keySecret]); ok {
-		return result(chain, leaf, req.Secrets[keySecret])
+		return p.result(chain, leaf, req.Secrets[keySecret])
 	}
 	chain, leaf, keyPEM, err := p.issue(names)
 	if err != nil {
@@ -125,7 +125,7 @@ func (p *provider) Provision(_ context.Context, req resource.Request) (resource.
 		return resource.Result{}, err
 	}
 	hclog.Default().Info("certificate issued", "tenant", req.Tenant, "instance", req.Instance, "serial", leaf.SerialNumber.Text(16), "domains", len(names), "not_after", leaf.NotAfter.UTC().Format(time.RFC3339))
-	return result(chain, leaf, keyPEM)
+	return p.result(chain, leaf, keyPEM)
 }
 
 // reusable returns the chain kept for the instance when it may be given again with key.
@@ -199,13 +199,15 @@ func (p *provider) issue(names []string) (chain []byte, leaf *x509.Certificate, 
 	return b.Bytes(), leaf, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), nil
 }
 
-func result(chain []byte, leaf *x509.Certificate, keyPEM []byte) (resource.Result, error) {
+// result names the root as the chain's CA: no client trusts the host's CA by itself.
+func (p *provider) result(chain []byte, leaf *x509.Certificate, keyPEM []byte) (resource.Result, error) {
 	data, err := json.Marshal(contract.TLSResult{
 		Certificate: string(chain),
 		Key:         contract.SecretRef{Secret: keySecret},
 		NotAfter:    leaf.NotAfter.UTC().Format(time.RFC3339),
 		Issuer:      leaf.Issuer.CommonName,
 		RenewAfter:  leaf.NotAfter.Add(-renewBefore).UTC().Format(time.RFC3339),
+		CA:          string(p.ca.rootPEM),
 	})
 	if err != nil {
 		return resource.Result{}, err
