@@ -450,6 +450,9 @@ func (r *remote) status(ctx context.Context, id string) error {
 // the nameservers to delegate to.
 func printFrontDoor(w io.Writer, fd deploy.FrontDoorStatus) {
 	for _, a := range fd.Apps {
+		if a.App == "" {
+			a.App = "sign-in" // the deployment's OpenID provider
+		}
 		live := "live"
 		if !a.Live {
 			live = "not live yet"

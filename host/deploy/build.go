@@ -137,13 +137,19 @@ func (r *run) deploy(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	plans, dns, err := r.e.plan(ctx, r.d, cfg, options, existing, versions, hosts)
+	plans, dns, id, err := r.e.plan(ctx, r.d, cfg, options, existing, versions, hosts)
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
 	r.revision = revision
 	total := 0
 	if dns != nil {
+		total++
+	}
+	if id.Directory != nil {
+		total++
+	}
+	if id.AuthTLS != nil {
 		total++
 	}
 	for _, ap := range plans {
@@ -160,7 +166,7 @@ func (r *run) deploy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := r.apply(ctx, cfg, plans, dns, total); err != nil {
+	if err := r.apply(ctx, cfg, plans, dns, id, total); err != nil {
 		if len(upgrades) > 0 {
 			return r.rollback(ctx, upgrades, err)
 		}
@@ -170,9 +176,9 @@ func (r *run) deploy(ctx context.Context) error {
 	return nil
 }
 
-// apply provisions the deployment's zone, then the plans in order, then removes what
-// they no longer ask for.
-func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, dns *step, total int) error {
+// apply provisions the deployment's zone, directory and issuer's certificate, then the
+// plans in order, then removes what they no longer ask for.
+func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, dns *step, id *identity, total int) error {
 	done := 0
 	progress := func() int { return 5 + 85*done/max(total, 1) }
 	keep := map[string]bool{}
@@ -196,10 +202,48 @@ func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, d
 				}
 			}
 		}
+		if id.AuthTLS != nil {
+			if id.AuthTLS, err = r.e.tlsStep(ctx, "", id.AuthHost, &zone); err != nil {
+				return err
+			}
+			id.AuthTLS.Name = authTLSInstance
+		}
 	}
+	var directory json.RawMessage
+	if id.Directory != nil {
+		res, err := r.provision(ctx, *id.Directory, progress())
+		if err != nil {
+			return err
+		}
+		directory = res
+		keep[directoryInstance] = true
+		done++
+	}
+	var authCert *contract.TLSResult
+	if id.AuthTLS != nil {
+		res, err := r.provision(ctx, *id.AuthTLS, progress())
+		if err != nil {
+			return err
+		}
+		authCert = &contract.TLSResult{}
+		if err := json.Unmarshal(res, authCert); err != nil {
+			return fmt.Errorf("%s: result: %w", authTLSInstance, err)
+		}
+		keep[authTLSInstance] = true
+		done++
+	}
+	authRouted := false
 	for _, ap := range plans {
 		results := map[string]json.RawMessage{}
 		for _, s := range ap.Steps {
+			if s.Type == contract.OIDC {
+				// The issuer and the directory as made, not as the plan stood in for them.
+				spec, err := completeOIDC(s.Spec, id.Issuer, directory)
+				if err != nil {
+					return fmt.Errorf("%s: %w", s.Name, err)
+				}
+				s.Spec = spec
+			}
 			res, err := r.provision(ctx, s, progress())
 			if err != nil {
 				return err
@@ -207,6 +251,14 @@ func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, d
 			results[s.Request] = res
 			keep[s.Name] = true
 			done++
+			if s.Type == contract.OIDC && !authRouted && r.e.has(contract.Route) {
+				// Before any node starts: an app reads the issuer's discovery document when
+				// it starts.
+				if err := r.openAuthRoute(ctx, id, res, authCert, progress()); err != nil {
+					return err
+				}
+				keep[authRouteInstance], authRouted = true, true
+			}
 		}
 		var cert *contract.TLSResult
 		if ap.TLS != nil {
@@ -224,6 +276,11 @@ func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, d
 		nodes, err := r.e.render(ctx, r.d, cfg.Domain, ap, results)
 		if err != nil {
 			return err
+		}
+		if ap.signsIn() && authCert != nil {
+			if err := trustCA(nodes, authCert.CA); err != nil {
+				return err
+			}
 		}
 		var upstream string
 		for _, n := range nodes {
@@ -278,6 +335,42 @@ func (r *run) openRoute(ctx context.Context, ap *appPlan, upstream string, cert 
 			s.Name, s.Provider, ap.Host, strings.Join(rr.URLs, ", "), ap.URL)
 	}
 	r.event(store.LevelInfo, "route", progress, "app %s answers at %s", ap.App.Name, ap.URL)
+	return nil
+}
+
+// openAuthRoute has the front door send the issuer's host name to where the deployment's
+// OpenID provider listens, given by its result (oidc), and checks it serves the issuer.
+func (r *run) openAuthRoute(ctx context.Context, id *identity, oidc json.RawMessage, cert *contract.TLSResult, progress int) error {
+	var res contract.OIDCResult
+	if err := json.Unmarshal(oidc, &res); err != nil {
+		return fmt.Errorf("the OpenID provider's result: %w", err)
+	}
+	if res.Upstream == "" {
+		return fmt.Errorf("the OpenID provider gave no address for the front door to route %s to: it must give one (its result's upstream) when the environment has a route provider", id.AuthHost)
+	}
+	if res.Issuer != id.Issuer {
+		return fmt.Errorf("the OpenID provider answers as issuer %s, but the deployment's issuer is %s", res.Issuer, id.Issuer)
+	}
+	s, err := r.e.authRouteStep(id, res.Upstream, cert)
+	if err != nil {
+		return err
+	}
+	if err := s.client.Validate(ctx, s.Type, s.Spec); err != nil {
+		return fmt.Errorf("%s (route by %s): %w", s.Name, s.Provider, err)
+	}
+	raw, err := r.provision(ctx, s, progress)
+	if err != nil {
+		return err
+	}
+	var rr contract.RouteResult
+	if err := json.Unmarshal(raw, &rr); err != nil {
+		return fmt.Errorf("%s: result: %w", s.Name, err)
+	}
+	if !slices.Contains(rr.URLs, id.Issuer) {
+		return fmt.Errorf("%s: the front door (route by %s) serves %s at %s, but the issuer is %s: make front_door_https_port and front_door_http_port in fedhost.hcl the ports the route provider listens on",
+			s.Name, s.Provider, id.AuthHost, strings.Join(rr.URLs, ", "), id.Issuer)
+	}
+	r.event(store.LevelInfo, "route", progress, "the deployment's sign-in answers at %s", id.Issuer)
 	return nil
 }
 

@@ -240,7 +240,7 @@ func routeURL(ap *appPlan, nodes []step) {
 	}
 }
 
-// specRefs are the secrets of other resources a front door step's spec names.
+// specRefs are the secrets of other resources a front door or sign-in step's spec names.
 func specRefs(s step) []string {
 	switch s.Type {
 	case contract.TLS:
@@ -253,6 +253,8 @@ func specRefs(s step) []string {
 		if json.Unmarshal(s.Spec, &req) == nil && req.TLS != nil {
 			return []string{req.TLS.Key.Secret}
 		}
+	case contract.OIDC:
+		return oidcRefs(s.Spec)
 	}
 	return nil
 }

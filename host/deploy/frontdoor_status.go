@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -43,7 +44,8 @@ type FrontDoorStatus struct {
 	Zone *ZoneStatus    `json:"zone,omitempty"`
 }
 
-// AppFrontDoor is one app's place at the front door.
+// AppFrontDoor is one app's place at the front door; App is empty for the deployment's
+// sign-in (its OpenID provider at auth.<domain>).
 type AppFrontDoor struct {
 	App  string `json:"app"`
 	Host string `json:"host"`
@@ -103,6 +105,14 @@ func (e *Engine) FrontDoor(ctx context.Context, d store.Deployment) (FrontDoorSt
 	if err != nil {
 		return FrontDoorStatus{}, err
 	}
+	for _, r := range rows {
+		if r.Name == authRouteInstance || r.Name == authTLSInstance {
+			// The deployment's sign-in, shown as an app without a name.
+			hosts = maps.Clone(hosts)
+			hosts[""] = authLabel + "." + d.Domain
+			break
+		}
+	}
 	var builds []store.Build
 	if e.has(contract.TLS) {
 		if builds, err = e.opts.Store.ListBuilds(ctx, d.ID, recentBuilds); err != nil {
@@ -122,11 +132,15 @@ func (e *Engine) frontDoorOf(d store.Deployment, hosts map[string]string, rows [
 	}
 	for _, app := range sortedKeys(hosts) {
 		a := AppFrontDoor{App: app, Host: hosts[app], URL: e.publicURL(hosts[app])}
-		route, ok := byName[app+"-route"]
+		routeName, tlsName := app+"-route", app+"-tls"
+		if app == "" {
+			routeName, tlsName = authRouteInstance, authTLSInstance
+		}
+		route, ok := byName[routeName]
 		// A failed build leaves the routes as they were: they are served all the same.
 		a.Live = ok && route.State == store.ResourceProvisioned && (d.State == StateActive || d.State == StateFailed)
 		if e.has(contract.TLS) {
-			c := certificateStatus(byName[app+"-tls"], now, builds)
+			c := certificateStatus(byName[tlsName], now, builds)
 			a.Certificate = &c
 		}
 		out.Apps = append(out.Apps, a)

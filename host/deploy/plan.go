@@ -72,8 +72,8 @@ type Plan struct {
 // an app that cannot run on this instance provider is the most useful refusal.
 //
 // hosts holds the apps' host names; the front door's steps are planned for them, and the
-// deployment's zone, if any, is returned.
-func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Config, options map[string]json.RawMessage, existing map[string]json.RawMessage, versions map[string]string, hosts map[string]string) ([]*appPlan, *step, error) {
+// deployment's zone, if any, is returned, with its directory and issuer (identity.go).
+func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Config, options map[string]json.RawMessage, existing map[string]json.RawMessage, versions map[string]string, hosts map[string]string) ([]*appPlan, *step, *identity, error) {
 	var out []*appPlan
 	names := make([]string, 0, len(cfg.Apps))
 	for name, a := range cfg.Apps {
@@ -85,15 +85,15 @@ func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Confi
 	for _, name := range names {
 		a, err := e.appAt(name, versions)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		c, err := a.Plugin.Client()
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		reqs, err := c.App().Requests(ctx, app.RequestsRequest{Tenant: d.Namespace, Domain: cfg.Domain, Config: options[name]})
 		if err != nil {
-			return nil, nil, fmt.Errorf("app %s: resource requests: %w", name, err)
+			return nil, nil, nil, fmt.Errorf("app %s: resource requests: %w", name, err)
 		}
 		ap := &appPlan{App: a, Options: options[name]}
 		if host, ok := hosts[name]; ok {
@@ -107,27 +107,52 @@ func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Confi
 			ap.Steps = append(ap.Steps, step{App: name, Name: name + "-" + r.Name, Request: r.Name, Type: r.Type, Spec: r.Spec, DependsOn: deps})
 		}
 		if err := order(ap.Steps); err != nil {
-			return nil, nil, fmt.Errorf("app %s: %w", name, err)
+			return nil, nil, nil, fmt.Errorf("app %s: %w", name, err)
 		}
 		if ap.Nodes, err = e.render(ctx, d, cfg.Domain, ap, stubResults(ap.Steps, existing)); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		for i := range ap.Steps {
 			s := &ap.Steps[i]
 			if s.client, s.Provider, err = e.route(s.Type); err != nil {
-				return nil, nil, fmt.Errorf("app %s, request %s: %w", name, s.Request, err)
+				return nil, nil, nil, fmt.Errorf("app %s, request %s: %w", name, s.Request, err)
+			}
+			if s.Type == contract.OIDC {
+				continue // validated once the host has completed it (planIdentity)
 			}
 			if err := s.client.Validate(ctx, s.Type, s.Spec); err != nil {
-				return nil, nil, fmt.Errorf("app %s, request %s (%s by %s): %w", name, s.Request, s.Type, s.Provider, err)
+				return nil, nil, nil, fmt.Errorf("app %s, request %s (%s by %s): %w", name, s.Request, s.Type, s.Provider, err)
 			}
 		}
 		out = append(out, ap)
 	}
+	id, err := e.planIdentity(ctx, cfg.Domain, out, existing)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if raw, ok := existing[authTLSInstance]; ok && id.sso() {
+		// The nodes as a build gives them the issuer's CA, for the preview to compare.
+		var cert contract.TLSResult
+		if json.Unmarshal(raw, &cert) == nil {
+			for _, ap := range out {
+				if ap.signsIn() {
+					if err := trustCA(ap.Nodes, cert.CA); err != nil {
+						return nil, nil, nil, err
+					}
+				}
+			}
+		}
+	}
+	if id.sso() && e.has(contract.Route) {
+		with := map[string]string{"": id.AuthHost}
+		maps.Copy(with, hosts)
+		hosts = with // the issuer's record, in the deployment's zone
+	}
 	dns, err := e.planFrontDoor(ctx, cfg.Domain, hosts, out, existing)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return out, dns, nil
+	return out, dns, id, nil
 }
 
 // order sorts steps by type rank, then so that each comes after what it depends on.
@@ -328,7 +353,7 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 	if err != nil {
 		return Plan{}, err
 	}
-	plans, dns, err := e.plan(ctx, d, cfg, options, results, versions, hosts)
+	plans, dns, id, err := e.plan(ctx, d, cfg, options, results, versions, hosts)
 	if err != nil {
 		return Plan{}, refuse(CodeInvalidConfiguration, "", "%v", err)
 	}
@@ -347,6 +372,25 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 	}
 	if dns != nil {
 		add(*dns, "resource")
+	}
+	if id.Directory != nil {
+		add(*id.Directory, "resource")
+	}
+	if id.AuthTLS != nil {
+		add(*id.AuthTLS, "resource")
+	}
+	if id.sso() && e.has(contract.Route) {
+		// Like an app's route, it is known once the provider says where it listens.
+		planned[authRouteInstance] = true
+		action := "create"
+		if r, ok := stored[authRouteInstance]; ok {
+			action = "unchanged"
+			if r.State != store.ResourceProvisioned {
+				action = "change"
+			}
+		}
+		_, provider, _ := e.route(contract.Route)
+		p.Changes = append(p.Changes, Change{Action: action, Name: authRouteInstance, Type: contract.Route, Provider: provider, Kind: "resource"})
 	}
 	for _, ap := range plans {
 		for _, s := range ap.Steps {
@@ -384,6 +428,9 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 		action := "delete"
 		if a, ok := cfg.Apps[r.App]; ok && !a.Enable && !a.DeleteData && r.Type != contract.Instance && !frontDoorType(r.Type) {
 			action = "keep"
+		}
+		if r.Name == directoryInstance {
+			action = "keep" // the operator's users go only with the deployment
 		}
 		kind := "resource"
 		if r.Type == contract.Instance {
