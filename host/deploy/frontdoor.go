@@ -240,6 +240,22 @@ func routeURL(ap *appPlan, nodes []step) {
 	}
 }
 
+// urlInRequests puts the app's URL for ${url:PORT} of the routed port in its oidc
+// requests too: a redirect address is the app's public URL, which only the host knows.
+func urlInRequests(ap *appPlan) {
+	if ap.URL == "" || ap.routePort == "" {
+		return
+	}
+	placeholder := []byte("${url:" + ap.routePort + "}")
+	url, _ := json.Marshal(ap.URL)
+	url = url[1 : len(url)-1]
+	for i := range ap.Steps {
+		if ap.Steps[i].Type == contract.OIDC {
+			ap.Steps[i].Spec = bytes.ReplaceAll(ap.Steps[i].Spec, placeholder, url)
+		}
+	}
+}
+
 // specRefs are the secrets of other resources a front door or sign-in step's spec names.
 func specRefs(s step) []string {
 	switch s.Type {

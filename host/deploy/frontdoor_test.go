@@ -87,3 +87,17 @@ func TestSpecRefs(t *testing.T) {
 	require.Empty(t, specRefs(step{Type: contract.Route, Spec: plainRoute}))
 	require.Empty(t, specRefs(step{Type: contract.PostgreSQL, Spec: json.RawMessage(`{}`)}))
 }
+
+// An app's redirect address names its routed port's URL, which the host puts in.
+func TestURLInRequests(t *testing.T) {
+	t.Parallel()
+	sso, _ := json.Marshal(contract.OIDCRequest{Name: "Miniflux", RedirectURIs: []string{"${url:http}oauth2/oidc/callback"}})
+	db := json.RawMessage(`{"note":"${url:http}"}`)
+	ap := &appPlan{URL: "https://feeds.acme.test:8443/", routePort: "http",
+		Steps: []step{{Name: "m-sso", Type: contract.OIDC, Spec: sso}, {Name: "m-db", Type: contract.PostgreSQL, Spec: db}}}
+	urlInRequests(ap)
+	var got contract.OIDCRequest
+	require.NoError(t, json.Unmarshal(ap.Steps[0].Spec, &got))
+	require.Equal(t, []string{"https://feeds.acme.test:8443/oauth2/oidc/callback"}, got.RedirectURIs)
+	require.JSONEq(t, string(db), string(ap.Steps[1].Spec), "only oidc requests")
+}

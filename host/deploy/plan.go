@@ -112,6 +112,7 @@ func (e *Engine) plan(ctx context.Context, d store.Deployment, cfg catalog.Confi
 		if ap.Nodes, err = e.render(ctx, d, cfg.Domain, ap, stubResults(ap.Steps, existing)); err != nil {
 			return nil, nil, nil, err
 		}
+		urlInRequests(ap)
 		for i := range ap.Steps {
 			s := &ap.Steps[i]
 			if s.client, s.Provider, err = e.route(s.Type); err != nil {

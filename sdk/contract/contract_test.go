@@ -45,7 +45,7 @@ func TestGoTypesMatchSchemas(t *testing.T) {
 				Issuer: "Pebble Intermediate CA", RenewAfter: "2026-12-02T00:00:00Z"}},
 		{contract.LDAP, contract.LDAPRequest{Groups: []string{"admins"}},
 			contract.LDAPResult{URL: "ldap://127.0.0.1:389", BaseDN: "ou=t,dc=example", UsersDN: "ou=users,ou=t,dc=example", GroupsDN: "ou=groups,ou=t,dc=example", BindDN: "cn=t,dc=example", BindPassword: pw}},
-		{contract.OIDC, contract.OIDCRequest{Name: "Miniflux", RedirectURIs: []string{"https://rss.example.org/oauth2/oidc/callback"},
+		{contract.OIDC, contract.OIDCRequest{Name: "Miniflux", RedirectURIs: []string{"https://rss.example.org/oauth2/oidc/callback", "${url:http}oauth2/oidc/callback"},
 			AllowedGroups: []string{"miniflux-users"}, Issuer: "https://auth.example.org/",
 			Directory: &contract.LDAPResult{URL: "ldap://127.0.0.1:3890/", BaseDN: "ou=t,dc=x", UsersDN: "ou=users,ou=t,dc=x",
 				GroupsDN: "ou=groups,ou=t,dc=x", BindDN: "cn=t-directory,ou=t,dc=x", BindPassword: contract.SecretRef{Secret: "t-directory-creds/bind-password"}}},
@@ -84,6 +84,8 @@ func TestInvalidRequestNamesTheFieldNotTheValue(t *testing.T) {
 		{contract.PostgreSQL, `{"extensions":"pg_trgm"}`, "request/extensions"},
 		{contract.Instance, `{"artifact":{"binary":"x"},"ports":[{"name":"http","protocol":"udp"}]}`, "request/ports/0/protocol"},
 		{contract.OIDC, `{"name":"x","redirect_uris":["https://x.example/cb"],"allowed_groups":["Sudo-Secret-Grant"]}`, "request/allowed_groups/0"},
+		{contract.OIDC, `{"name":"x","redirect_uris":["javascript:sudo-secret-grant"]}`, "request/redirect_uris/0"},
+		{contract.OIDC, `{"name":"x","redirect_uris":["${file:sudo-secret-grant}/cb"]}`, "request/redirect_uris/0"},
 	}
 	for _, c := range cases {
 		err := contract.ValidateRequest(c.typ, json.RawMessage(c.spec))

@@ -247,7 +247,10 @@ type LDAPResult struct {
 // where the deployment's provider answers and whom it signs in.
 type OIDCRequest struct {
 	// Name is the app's name as the provider's pages show it ("Miniflux").
-	Name         string   `json:"name"`
+	Name string `json:"name"`
+	// RedirectURIs are where the provider may send the code back: absolute URLs, or
+	// ${url:PORT} followed by a path, for which the host puts the app's public URL of
+	// that port (as in a node's env), since only the host knows it.
 	RedirectURIs []string `json:"redirect_uris"`
 	Scopes       []string `json:"scopes,omitempty"`
 	// AllowedGroups are the directory groups whose members may sign in to this client;

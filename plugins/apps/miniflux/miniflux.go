@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -80,7 +81,7 @@ func defaults() config {
 		AdminUsername: "admin", PollingFrequency: 60, BatchSize: 100, PollingScheduler: "round_robin",
 		CleanupArchiveReadDays: 60, CleanupArchiveUnreadDays: 180, MediaProxyMode: "http-only",
 		HTTPClientTimeout: 20, WorkerPoolSize: 16, LogLevel: "info",
-		OIDC:     oidcConfig{ProviderName: "Single sign-on", UserCreation: true, AdminGroup: "application-admins"},
+		OIDC:     oidcConfig{ProviderName: "Single sign-on", UserCreation: true, AdminGroup: "miniflux-admins"},
 		Metrics:  metricsConfig{Username: "metrics", AllowedNetworks: []string{"127.0.0.1/8"}},
 		HostName: "feeds",
 	}
@@ -130,13 +131,17 @@ func (miniflux) Requests(_ context.Context, req app.RequestsRequest) ([]app.Reso
 		})},
 	}
 	if c.OIDC.Enable {
-		if req.Domain == "" {
-			return nil, sdk.Invalid("domain", "single sign-on needs the deployment's domain for its redirect address")
+		// The host puts the app's public URL for ${url:http}, as in the node's env; the
+		// admin group signs in too, and the directory holds it.
+		allowed := []string{"miniflux-users", "miniflux-admins"}
+		if g := c.OIDC.AdminGroup; g != "" && !slices.Contains(allowed, g) {
+			allowed = append(allowed, g)
 		}
 		reqs = append(reqs, app.ResourceRequest{Name: requestSSO, Type: contract.OIDC, Spec: spec(contract.OIDCRequest{
-			Name:         "Miniflux",
-			RedirectURIs: []string{"https://" + req.Domain + "/oauth2/oidc/callback"},
-			Scopes:       []string{"openid", "profile", "email", "groups"},
+			Name:          "Miniflux",
+			RedirectURIs:  []string{"${url:http}oauth2/oidc/callback"},
+			Scopes:        []string{"openid", "profile", "email", "groups"},
+			AllowedGroups: allowed,
 		})})
 	}
 	return reqs, nil
@@ -228,6 +233,7 @@ func (miniflux) Render(_ context.Context, req app.RenderRequest) ([]app.Node, er
 			"OAUTH2_OIDC_PROVIDER_NAME":      c.OIDC.ProviderName,
 			"OAUTH2_USER_CREATION":           boolFlag(c.OIDC.UserCreation),
 			"OAUTH2_ADMIN_GROUP":             c.OIDC.AdminGroup,
+			"OAUTH2_GROUP_CLAIM":             "groups",
 			"DISABLE_LOCAL_AUTH":             strconv.FormatBool(c.OIDC.DisableLocalAuth),
 		} {
 			node.Env[k] = v
@@ -269,7 +275,6 @@ func (miniflux) VersionGuard(context.Context) (app.VersionGuard, error) {
 
 func (miniflux) RoleGroups(context.Context) ([]app.RoleGroup, error) {
 	return []app.RoleGroup{
-		{Name: "application-admins", Description: "Miniflux administrators; the first administrator is a member", Roles: []string{"admin"}},
 		{Name: "miniflux-admins", Description: "Miniflux administrators", Roles: []string{"admin"}},
 		{Name: "miniflux-users", Description: "Miniflux users", Roles: []string{"user"}},
 	}, nil

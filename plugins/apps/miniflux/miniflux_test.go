@@ -156,8 +156,28 @@ func TestRenderWithoutAResultNamesIt(t *testing.T) {
 	require.Equal(t, "results/db", sdk.FieldOf(err))
 }
 
-func TestSSONeedsADomain(t *testing.T) {
+// With single sign-on Miniflux asks for a client whose redirect is its own public URL's
+// callback (the host puts the URL in) and lets in its users' and admins' groups, and the
+// admin group named in the options; sign-in maps that group to Miniflux's admin role.
+func TestSSORequestAndEnv(t *testing.T) {
 	t.Parallel()
-	_, err := miniflux{}.Requests(context.Background(), app.RequestsRequest{Tenant: "acme", Config: json.RawMessage(`{"oidc":{"enable":true}}`)})
-	require.Equal(t, "domain", sdk.FieldOf(err))
+	ctx := context.Background()
+	cfg := json.RawMessage(`{"oidc":{"enable":true,"adminGroup":"feed-admins"}}`)
+	reqs, err := miniflux{}.Requests(ctx, app.RequestsRequest{Tenant: "acme", Domain: "acme.test", Config: cfg})
+	require.NoError(t, err)
+	var sso contract.OIDCRequest
+	for _, r := range reqs {
+		if r.Name == requestSSO {
+			require.NoError(t, json.Unmarshal(r.Spec, &sso))
+		}
+	}
+	require.Equal(t, []string{"${url:http}oauth2/oidc/callback"}, sso.RedirectURIs)
+	require.Equal(t, []string{"miniflux-users", "miniflux-admins", "feed-admins"}, sso.AllowedGroups)
+
+	nodes, err := miniflux{}.Render(ctx, app.RenderRequest{Tenant: "acme", Domain: "acme.test", Config: cfg, Results: fakeResults(t, true)})
+	require.NoError(t, err)
+	var node contract.InstanceRequest
+	require.NoError(t, json.Unmarshal(nodes[0].Spec, &node))
+	require.Equal(t, "groups", node.Env["OAUTH2_GROUP_CLAIM"])
+	require.Equal(t, "feed-admins", node.Env["OAUTH2_ADMIN_GROUP"])
 }
