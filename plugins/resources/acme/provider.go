@@ -305,6 +305,7 @@ func result(cfg *config, chain []byte, leaf *x509.Certificate, keyPEM, accountPE
 		NotAfter:    leaf.NotAfter.UTC().Format(time.RFC3339),
 		Issuer:      issuer,
 		RenewAfter:  renewAfter(cfg, leaf).UTC().Format(time.RFC3339),
+		CA:          cfg.issuerRoot,
 	})
 	if err != nil {
 		return resource.Result{}, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"net/http"
 	"os"
@@ -273,4 +274,38 @@ func TestRegistrationProblemNamesEmail(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, "settings/email", sdk.FieldOf(err), err.Error())
 	require.Contains(t, err.Error(), "urn:ietf:params:acme:error:invalidContact")
+}
+
+// With issuer_root set, each result names the private root the chain ends at, so that
+// the deployment's nodes can trust it; without it, none.
+func TestIssuerRootIsHandedOn(t *testing.T) {
+	t.Parallel()
+	root, err := pebble.Root(context.Background())
+	require.NoError(t, err)
+	rootFile := filepath.Join(t.TempDir(), "root.pem")
+	require.NoError(t, os.WriteFile(rootFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: root.Raw}), 0o600))
+	var s map[string]any
+	require.NoError(t, json.Unmarshal(settingsJSON(t.TempDir()), &s))
+	s["issuer_root"] = rootFile
+	raw, _ := json.Marshal(s)
+	p := newProvider()
+	require.NoError(t, p.Configure(context.Background(), raw))
+
+	zone, upd, tsig := newZone(t)
+	d, _ := provision(t, p, "acmeroot", tlsRequest([]string{zone}, "dns-01", upd), tsig)
+	b, _ := pem.Decode([]byte(d.CA))
+	require.NotNil(t, b, "the result names the root")
+	require.Equal(t, root.Raw, b.Bytes)
+	plain, _ := provision(t, setup(t), "acmeroot", tlsRequest([]string{zone}, "dns-01", upd), tsig)
+	require.Empty(t, plain.CA, "no root named without issuer_root")
+
+	// A file that is not one CA certificate is refused, naming the setting.
+	leafFile := filepath.Join(t.TempDir(), "leaf.pem")
+	require.NoError(t, os.WriteFile(leafFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: d.chain[0].Raw}), 0o600))
+	for _, f := range []string{leafFile, rootFile + ".missing"} {
+		s["issuer_root"] = f
+		raw, _ := json.Marshal(s)
+		_, err := parseSettings(raw)
+		require.Equal(t, "settings/issuer_root", sdk.FieldOf(err), f)
+	}
 }

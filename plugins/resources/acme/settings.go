@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"net"
 	"net/http"
@@ -24,6 +26,7 @@ var settingsSchema = json.RawMessage(`{
     "directory_url": {"type": "string", "minLength": 9, "maxLength": 2048, "pattern": "^https://", "description": "The ACME directory of the CA (https), e.g. https://acme-v02.api.letsencrypt.org/directory"},
     "email": {"type": "string", "minLength": 3, "maxLength": 254, "description": "Contact address given to the CA with each account; none when unset"},
     "ca_certificates": {"type": "string", "minLength": 1, "maxLength": 4096, "description": "PEM file of CA certificates trusted for the ACME server's TLS, besides the system's (a private CA, pebble)"},
+    "issuer_root": {"type": "string", "minLength": 1, "maxLength": 4096, "description": "PEM file of the root certificate the CA's chains end at, when it is private (pebble, a company CA): handed on in each result (ca) for the deployment's nodes to trust; unset for a public CA"},
     "resolvers": {"type": "array", "items": {"type": "string", "minLength": 3, "maxLength": 300}, "minItems": 1, "maxItems": 8, "description": "host:port of the DNS servers asked whether a DNS-01 answer is published; when set, the zone's authoritative servers are not asked directly. Default the system's resolvers, then each authoritative server"},
     "renew_before_days": {"type": "integer", "minimum": 1, "maximum": 365, "description": "A certificate is renewed this many days before it expires; default 30"},
     "http01_address": {"type": "string", "minLength": 2, "maxLength": 300, "description": "host:port the plugin listens on while it answers an HTTP-01 challenge (the CA connects to port 80 of each name: forward it here); without it, http-01 requests are refused"},
@@ -39,6 +42,7 @@ type settings struct {
 	DirectoryURL    string   `json:"directory_url"`
 	Email           string   `json:"email"`
 	CACertificates  string   `json:"ca_certificates"`
+	IssuerRoot      string   `json:"issuer_root"`
 	Resolvers       []string `json:"resolvers"`
 	RenewBeforeDays int      `json:"renew_before_days"`
 	HTTP01Address   string   `json:"http01_address"`
@@ -58,6 +62,8 @@ type config struct {
 	http01Port   string
 	keyType      certcrypto.KeyType
 	timeout      time.Duration
+	// issuerRoot is the private root the chains end at (PEM), or empty.
+	issuerRoot string
 }
 
 var keyTypes = map[string]certcrypto.KeyType{"": certcrypto.EC256, "ec256": certcrypto.EC256, "ec384": certcrypto.EC384, "rsa2048": certcrypto.RSA2048}
@@ -91,6 +97,11 @@ func parseSettings(raw json.RawMessage) (*config, error) {
 		}
 		if !pool.AppendCertsFromPEM(b) {
 			return nil, sdk.Invalid("settings/ca_certificates", "the file holds no PEM certificate: give the CA certificate(s) the ACME server's TLS certificate chains to")
+		}
+	}
+	if s.IssuerRoot != "" {
+		if c.issuerRoot, err = readRoot(s.IssuerRoot); err != nil {
+			return nil, err
 		}
 	}
 	c.httpClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
@@ -129,4 +140,21 @@ func parseSettings(raw json.RawMessage) (*config, error) {
 		c.timeout = time.Duration(s.TimeoutSeconds) * time.Second
 	}
 	return c, nil
+}
+
+// readRoot reads the one CA certificate of the issuer_root file, as PEM.
+func readRoot(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", sdk.Invalid("settings/issuer_root", "reading the file: %v", err)
+	}
+	block, rest := pem.Decode(b)
+	if block == nil || block.Type != "CERTIFICATE" || len(bytes.TrimSpace(rest)) > 0 {
+		return "", sdk.Invalid("settings/issuer_root", "the file does not hold one PEM certificate: give the CA's root certificate alone")
+	}
+	root, err := x509.ParseCertificate(block.Bytes)
+	if err != nil || !root.IsCA {
+		return "", sdk.Invalid("settings/issuer_root", "the file's certificate is not a CA certificate: give the root the CA's chains end at")
+	}
+	return string(pem.EncodeToMemory(block)), nil
 }
