@@ -87,7 +87,6 @@ func (m *mastodon) Requests(_ context.Context, req app.RequestsRequest) ([]app.R
 }
 
 func (m *mastodon) requests(c config, domain string) []app.ResourceRequest {
-	host := appkit.Host(c.HostName, domain)
 	reqs := []app.ResourceRequest{
 		appkit.Request("secrets", contract.Secret, contract.SecretRequest{Files: map[string]contract.SecretFile{
 			// bin/rails secret: 64 random bytes, hex.
@@ -112,7 +111,7 @@ func (m *mastodon) requests(c config, domain string) []app.ResourceRequest {
 		appkit.Request("mail", contract.SMTP, contract.SMTPRequest{Sender: c.MailSender, Domain: domain}),
 	}
 	if c.OIDCLogin {
-		reqs = append(reqs, appkit.SSO("Mastodon", host, oidcRedirectPath, m.GroupNames())...)
+		reqs = append(reqs, appkit.SSO("Mastodon", oidcRedirectPath, m.GroupNames())...)
 	}
 	return reqs
 }
@@ -213,6 +212,8 @@ func (m *mastodon) Render(_ context.Context, req app.RenderRequest) ([]app.Node,
 				Env("OIDC_SCOPE", "openid,profile,email").
 				Env("OIDC_UID_FIELD", "preferred_username").
 				Env("OIDC_CLIENT_ID", sso.ClientID).
+				// Not ${url:http}: sidekiq, which has no port, loads it too; Mastodon
+				// federates on 443 only, where the two are the same.
 				Env("OIDC_REDIRECT_URI", "https://"+host+oidcRedirectPath).
 				Env("OIDC_SECURITY_ASSUME_EMAIL_IS_VERIFIED", "true").
 				Env("OMNIAUTH_ONLY", appkit.Bool(c.OIDCOnly)).

@@ -117,7 +117,7 @@ func (p *peertube) requests(c config, domain string) []app.ResourceRequest {
 		appkit.Request("mail", contract.SMTP, contract.SMTPRequest{Sender: c.MailSender, Domain: domain}),
 	}
 	if c.OIDCLogin {
-		reqs = append(reqs, appkit.SSO("PeerTube", appkit.Host(c.HostName, domain), oidcRedirectPath, p.GroupNames())...)
+		reqs = append(reqs, appkit.SSO("PeerTube", oidcRedirectPath, p.GroupNames())...)
 	}
 	return reqs
 }

@@ -98,7 +98,7 @@ func (p *pixelfed) requests(c config, domain string) []app.ResourceRequest {
 		appkit.Request("mail", contract.SMTP, contract.SMTPRequest{Sender: c.MailSender, Domain: domain}),
 	}
 	if c.OIDCLogin {
-		reqs = append(reqs, appkit.SSO("Pixelfed", appkit.Host(c.HostName, domain), oidcRedirectPath, p.GroupNames())...)
+		reqs = append(reqs, appkit.SSO("Pixelfed", oidcRedirectPath, p.GroupNames())...)
 	}
 	return reqs
 }

@@ -2,6 +2,7 @@ package appkit
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/app"
@@ -65,19 +66,25 @@ func InvalidResult(name, what string) error {
 	return sdk.Invalid("results/"+name, "the result %q %s: provision it again with this configuration's request", name, what)
 }
 
-// SSO returns the two requests of single sign-on: a directory holding the app's role
-// groups, and an OpenID client of the deployment's provider whose redirect is
-// https://<host><redirectPath>.
-func SSO(appTitle, host, redirectPath string, groups []string) []app.ResourceRequest {
+// SSO returns the request of single sign-on: a client of the deployment's OpenID
+// provider whose redirect is the app's public URL (of its "http" port, which the host
+// puts in for ${url:http}) and redirectPath, open to the members of groups. The host
+// makes the deployment's directory with the app's role groups and completes the request
+// with it and the issuer.
+func SSO(appTitle, redirectPath string, groups []string) []app.ResourceRequest {
 	return []app.ResourceRequest{
-		Request("directory", contract.LDAP, contract.LDAPRequest{Groups: groups}),
 		Request("sso", contract.OIDC, contract.OIDCRequest{
-			Name:         appTitle,
-			RedirectURIs: []string{"https://" + host + redirectPath},
-			Scopes:       []string{"openid", "profile", "email", "groups"},
-		}, "directory"),
+			Name:          appTitle,
+			RedirectURIs:  []string{RedirectURL(redirectPath)},
+			Scopes:        []string{"openid", "profile", "email", "groups"},
+			AllowedGroups: groups,
+		}),
 	}
 }
+
+// RedirectURL is the app's public URL and path, as a node's env or an oidc request
+// gives it: the host puts the URL in for ${url:http}.
+func RedirectURL(path string) string { return "${url:http}" + strings.TrimPrefix(path, "/") }
 
 // Common are the results every OCI app here needs: its secrets, database, cache, media
 // bucket and mail relay.
