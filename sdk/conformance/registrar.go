@@ -115,7 +115,7 @@ func Registrar(t *testing.T, path string, c RegistrarCase) {
 	if followEvery == 0 {
 		followEvery = time.Second
 	}
-	k := &registrarKit{c: c, rc: rc, followTimeout: followTimeout, followEvery: followEvery}
+	k := &registrarKit{rc: rc, followTimeout: followTimeout, followEvery: followEvery}
 
 	var quote registrar.Availability
 	t.Run("check", func(t *testing.T) {
@@ -473,7 +473,6 @@ func Registrar(t *testing.T, path string, c RegistrarCase) {
 var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
 
 type registrarKit struct {
-	c             RegistrarCase
 	rc            *registrar.Client
 	followTimeout time.Duration
 	followEvery   time.Duration
