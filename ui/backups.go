@@ -149,6 +149,27 @@ func (u *UI) backUp(c *fiber.Ctx, s *session) error {
 	})
 }
 
+// drill queues a restore drill of an app now and shows its build.
+func (u *UI) drill(c *fiber.Ctx, s *session) error {
+	d, err := u.ownDeployment(s, c.Params("id"), operationAction)
+	if err != nil {
+		return err
+	}
+	app := c.Params("app")
+	if st, ok, err := u.backupApp(s.ctx, d, app); err != nil {
+		return err
+	} else if !ok || st.LastSuccessAt == nil {
+		if err := u.record(s.ctx, audit.Event{Action: operationAction, DeploymentID: d.ID, Result: audit.ResultInvalid, Reason: "/app"}); err != nil {
+			return err
+		}
+		return u.noBackupApp(c, s)
+	}
+	b, err := u.d.Engine.Operate(s.ctx, d.ID, store.OperationDrill, deploy.Operation{App: app})
+	return u.queued(c, s, d, operationAction, b, err, func(de *deploy.Error) error {
+		return u.showDeployment(c, s, d, fiber.StatusConflict, "The restore drill of "+app+" was not queued: "+messageOf(de)+".")
+	})
+}
+
 type restoreData struct {
 	D        store.Deployment
 	App      string

@@ -120,6 +120,7 @@ func (u *UI) Mount(app *fiber.App) {
 	app.Post("/deployments/:id/policy", small, u.signedIn(u.setPolicy))
 	app.Get("/deployments/:id/backups/:app", u.signedIn(u.backups))
 	app.Post("/deployments/:id/backups/:app", small, u.signedIn(u.backUp))
+	app.Post("/deployments/:id/backups/:app/drill", small, u.signedIn(u.drill))
 	app.Get("/deployments/:id/backups/:app/restore/:snapshot", u.signedIn(u.restorePage))
 	app.Post("/deployments/:id/backups/:app/restore/:snapshot", small, u.signedIn(u.restore))
 	app.Get("/builds/:id", u.signedIn(u.build))

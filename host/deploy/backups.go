@@ -51,6 +51,16 @@ type BackupStatus struct {
 	// backups) is older than StaleAfter while the deployment is backed up (active, or
 	// failed).
 	Stale bool `json:"stale"`
+	// The newest restore drill: when it started, when the newest good one ended, what it
+	// restored and found, how long it took, and why the newest failed (empty when it did
+	// not).
+	LastDrillAt     *time.Time `json:"last_drill_at,omitempty"`
+	LastGoodDrillAt *time.Time `json:"last_good_drill_at,omitempty"`
+	DrillSnapshot   string     `json:"drill_snapshot,omitempty"`
+	DrillTables     int        `json:"drill_tables"`
+	DrillRows       int64      `json:"drill_rows"`
+	DrillSeconds    float64    `json:"drill_seconds"`
+	DrillError      string     `json:"drill_error,omitempty"`
 }
 
 // backupPolicy returns an app's policy and its parsed schedule.
@@ -118,6 +128,8 @@ func (e *Engine) BackupStatuses(ctx context.Context, d store.Deployment) ([]Back
 			s.LastAttemptAt, s.LastTrigger, s.LastBuildID = rec.LastAttemptAt, rec.LastTrigger, rec.LastBuildID
 			s.LastSuccessAt, s.LastSnapshot = rec.LastSuccessAt, rec.LastSnapshot
 			s.LastError, s.Failures = rec.LastError, rec.Failures
+			s.LastDrillAt, s.LastGoodDrillAt, s.DrillSnapshot = rec.LastDrillAt, rec.LastGoodDrillAt, rec.DrillSnapshot
+			s.DrillTables, s.DrillRows, s.DrillSeconds, s.DrillError = rec.DrillTables, rec.DrillRows, rec.DrillSeconds, rec.DrillError
 			next := schedule.Next(scheduleBase(rec)).UTC()
 			s.NextAt = &next
 			s.Stale = backedUp(d.State) && stale(rec, now)
@@ -243,7 +255,7 @@ func (e *Engine) runBackups(ctx context.Context, now time.Time, ds []store.Deplo
 }
 
 // Tick is the scheduler's periodic work: due updates, then due certificate renewals
-// (an update renews too), then due backups.
+// (an update renews too), then due backups, then due restore drills.
 func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	ds, err := e.opts.Store.ListDeployments(ctx, "")
 	if err != nil {
@@ -252,7 +264,8 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	_, uerr := e.runUpdates(ctx, now, ds)
 	_, rerr := e.runRenewals(ctx, now, ds)
 	_, berr := e.runBackups(ctx, now, ds)
-	return errors.Join(uerr, rerr, berr)
+	_, derr := e.runDrills(ctx, now, ds)
+	return errors.Join(uerr, rerr, berr, derr)
 }
 
 // RunRetention deletes what is kept only for a time: the logs of builds finished longer

@@ -56,7 +56,7 @@ func (e *Engine) Build(ctx context.Context, buildID string, _ func(step, message
 		err = r.suspend(ctx)
 	case store.OperationDestroy:
 		err = r.destroy(ctx)
-	case store.OperationBackup, store.OperationRestore:
+	case store.OperationBackup, store.OperationRestore, store.OperationDrill:
 		err = r.operate(ctx, b.Operation)
 	default:
 		err = r.deploy(ctx)

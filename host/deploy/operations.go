@@ -34,7 +34,7 @@ type Operation struct {
 	Trigger string `json:"trigger,omitempty"`
 }
 
-// Operate queues an operation of an app (backup or restore) as a build of the deployment,
+// Operate queues an operation of an app (backup, restore or drill) as a build of the deployment,
 // asked for by a person.
 func (e *Engine) Operate(ctx context.Context, id, name string, op Operation) (store.Build, error) {
 	d, err := e.Deployment(ctx, id)
@@ -46,8 +46,8 @@ func (e *Engine) Operate(ctx context.Context, id, name string, op Operation) (st
 }
 
 func (e *Engine) operate(ctx context.Context, d store.Deployment, name string, op Operation) (store.Build, error) {
-	if name != store.OperationBackup && name != store.OperationRestore {
-		return store.Build{}, refuse(CodeNotFound, "/name", "no such operation: the operations are backup and restore")
+	if name != store.OperationBackup && name != store.OperationRestore && name != store.OperationDrill {
+		return store.Build{}, refuse(CodeNotFound, "/name", "no such operation: the operations are backup, restore and drill")
 	}
 	if op.App == "" {
 		return store.Build{}, refuse(CodeInvalidConfiguration, "/app", "name the app whose data to %s", name)
@@ -108,7 +108,7 @@ func (e *Engine) Backups(ctx context.Context, id, app string) ([]backup.Snapshot
 	return list, nil
 }
 
-// operate runs a backup or a restore build.
+// operate runs a backup, restore or restore drill build.
 func (r *run) operate(ctx context.Context, name string) error {
 	var op Operation
 	if err := json.Unmarshal([]byte(r.build.Config), &op); err != nil {
@@ -135,6 +135,8 @@ func (r *run) operate(ctx context.Context, name string) error {
 			return fmt.Errorf("restore of %s: %w", op.App, err)
 		}
 		r.event(store.LevelInfo, "verdict", 100, "backup %s of %s restored", op.Snapshot, op.App)
+	case store.OperationDrill:
+		return r.drill(ctx, op.App)
 	}
 	return nil
 }

@@ -139,11 +139,66 @@ func TestBackupAndRestoreBringBackMinifluxData(t *testing.T) {
 	out = h.cli("deployments", "status", d.ID)
 	require.Regexp(t, `backups\s+miniflux\s+@daily, last good \S+ \(`+backups[0].ID+`\)\n`, out, "status says where the backups stand")
 
+	// A restore drill restores the newest backup into a scratch database, finds Miniflux's
+	// tables and rows there, and removes it; the live data is untouched.
+	drill := func() (build, backupStatus) {
+		var b build
+		require.Equal(t, http.StatusAccepted, h.call("POST", "/deployments/"+d.ID+"/operations/drill", map[string]string{"app": "miniflux"}, &b))
+		done := h.wait(b.ID)
+		var dep struct {
+			Backups   []backupStatus `json:"backups"`
+			Resources []struct{ Name string }
+		}
+		require.Equal(t, http.StatusOK, h.call("GET", "/deployments/"+d.ID, nil, &dep))
+		require.Len(t, dep.Backups, 1)
+		for _, r := range dep.Resources {
+			require.NotEqual(t, "miniflux-drill", r.Name, "the scratch database is removed")
+		}
+		return done, dep.Backups[0]
+	}
+	done, status := drill()
+	require.Equal(t, "succeeded", done.State, "%+v", done)
+	require.NotNil(t, status.LastGoodDrillAt)
+	require.Empty(t, status.DrillError)
+	require.Equal(t, backups[0].ID, status.DrillSnapshot)
+	require.Greater(t, status.DrillTables, 10, "Miniflux's schema has its tables")
+	require.Positive(t, status.DrillRows, "the feed, its category and the user are rows")
+	require.Contains(t, categories(t, addr, password), "Fediverse news")
+	metrics := h.metrics()
+	require.Contains(t, metrics, "fedhost_restore_drills_failed 0")
+	require.Contains(t, metrics, `fedhost_restore_drill_last_success_timestamp_seconds{app="miniflux",deployment="`+d.ID+`"}`)
+
+	// A repository that lost its data does not restore: the drill fails and says so,
+	// as a failed backup does, and the last good drill stays on record.
+	packs, err := filepath.Glob(filepath.Join(h.dataDir, "plugins", "versitygw", "*", "data", "*", "miniflux", "data", "*"))
+	require.NoError(t, err)
+	require.NotEmpty(t, packs, "the repository's pack directories in the managed versitygw")
+	for _, p := range packs {
+		require.NoError(t, os.RemoveAll(p))
+	}
+	done, status = drill()
+	require.Equal(t, "failed", done.State, "%+v", done)
+	require.Contains(t, status.DrillError, "restore drill of miniflux")
+	require.NotNil(t, status.LastGoodDrillAt, "the last good drill is kept")
+	require.Contains(t, h.metrics(), "fedhost_restore_drills_failed 1")
+
 	// A redeploy keeps the repository's password, so the backups stay readable.
 	options["pollingFrequency"] = 30
 	require.Equal(t, "succeeded", h.wait(h.submit(d.ID, minifluxConfig("keep.example.org", options)).ID).State)
 	require.Equal(t, http.StatusOK, h.call("GET", "/deployments/"+d.ID+"/backups?app=miniflux", nil, &backups))
 	require.Len(t, backups, 1)
+}
+
+// metrics scrapes the host's /metrics, open on loopback by default.
+func (h *host) metrics() string {
+	h.t.Helper()
+	resp, err := http.Get("http://" + h.addr + "/metrics")
+	require.NoError(h.t, err)
+	defer resp.Body.Close()
+	var out bytes.Buffer
+	_, _ = out.ReadFrom(resp.Body)
+	require.Equal(h.t, http.StatusOK, resp.StatusCode, "%s", out.String())
+	return out.String()
 }
 
 // cli runs the fedhost binary's command line against this host's API.

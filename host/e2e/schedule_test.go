@@ -25,6 +25,12 @@ type backupStatus struct {
 	LastError     string     `json:"last_error"`
 	Failures      int        `json:"failures"`
 	Stale         bool       `json:"stale"`
+	// The newest restore drill.
+	LastGoodDrillAt *time.Time `json:"last_good_drill_at"`
+	DrillSnapshot   string     `json:"drill_snapshot"`
+	DrillTables     int        `json:"drill_tables"`
+	DrillRows       int64      `json:"drill_rows"`
+	DrillError      string     `json:"drill_error"`
 }
 
 func (h *host) backupStatus(id string) backupStatus {

@@ -141,6 +141,10 @@ var (
 		"Apps of backed-up deployments with no good backup for "+deploy.StaleAfter.String()+", as the deployment page shows them stale.", nil, nil)
 	backupsFailed = prometheus.NewDesc("fedhost_backups_failed",
 		"Apps of backed-up deployments whose last backup failed.", nil, nil)
+	drillsFailed = prometheus.NewDesc("fedhost_restore_drills_failed",
+		"Apps of backed-up deployments whose newest restore drill failed (their newest backup did not restore).", nil, nil)
+	drillSuccess = prometheus.NewDesc("fedhost_restore_drill_last_success_timestamp_seconds",
+		"When an app's newest good restore drill ended (unix seconds).", []string{"deployment", "app"}, nil)
 	certificateExpiry = prometheus.NewDesc("fedhost_certificate_expiry_timestamp_seconds",
 		"When the soonest certificate of a deployment's app expires (unix seconds).", []string{"deployment", "app"}, nil)
 )
@@ -156,6 +160,8 @@ func (s *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- queueJobs
 	ch <- backupsStale
 	ch <- backupsFailed
+	ch <- drillsFailed
+	ch <- drillSuccess
 	ch <- certificateExpiry
 }
 
@@ -172,7 +178,7 @@ func (s *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(queueJobs, prometheus.GaugeValue, float64(c.Count), c.Operation, string(c.State))
 		}
 		// The operations are known: an empty queue shows zeros, not absent series.
-		for _, op := range []string{store.OperationDeploy, store.OperationSuspend, store.OperationDestroy, store.OperationBackup, store.OperationRestore} {
+		for _, op := range []string{store.OperationDeploy, store.OperationSuspend, store.OperationDestroy, store.OperationBackup, store.OperationRestore, store.OperationDrill} {
 			for _, state := range []store.BuildState{store.BuildQueued, store.BuildRunning} {
 				if !seen[[2]string{op, string(state)}] {
 					ch <- prometheus.MustNewConstMetric(queueJobs, prometheus.GaugeValue, 0, op, string(state))
@@ -185,6 +191,14 @@ func (s *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		ch <- prometheus.MustNewConstMetric(backupsStale, prometheus.GaugeValue, float64(stale))
 		ch <- prometheus.MustNewConstMetric(backupsFailed, prometheus.GaugeValue, float64(failed))
+	}
+	if failed, good, err := s.engine.DrillHealth(ctx); err != nil {
+		ch <- prometheus.NewInvalidMetric(drillsFailed, err)
+	} else {
+		ch <- prometheus.MustNewConstMetric(drillsFailed, prometheus.GaugeValue, float64(failed))
+		for _, g := range good {
+			ch <- prometheus.MustNewConstMetric(drillSuccess, prometheus.GaugeValue, float64(g.At.Unix()), g.DeploymentID, g.App)
+		}
 	}
 	certs, err := s.engine.CertificateExpiries(ctx)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"gorm.io/gorm"
 	"gorm.io/gorm/clause"
@@ -51,7 +52,34 @@ func (s *Store) BackupFinished(ctx context.Context, deploymentID, app, snapshot,
 		at = at.UTC().Truncate(time.Microsecond)
 		return q.Updates(map[string]any{"last_success_at": at, "last_snapshot": snapshot, "last_error": "", "failures": 0}).Error
 	}
-	return q.Updates(map[string]any{"last_error": reason, "failures": gorm.Expr("failures + 1")}).Error
+	return q.Updates(map[string]any{"last_error": bounded(reason, maxReason), "failures": gorm.Expr("failures + 1")}).Error
+}
+
+// DrillStarted records a restore drill's start: the next one is due a day after it,
+// whatever its end.
+func (s *Store) DrillStarted(ctx context.Context, deploymentID, app string, at time.Time) error {
+	return s.db.WithContext(ctx).Model(&AppBackup{}).Where("deployment_id = ? AND app = ?", deploymentID, app).
+		Update("last_drill_at", at.UTC().Truncate(time.Microsecond)).Error
+}
+
+// Drill is how a restore drill went: the snapshot restored and what was found in the
+// scratch database, or why it failed (Error, which must hold no secret).
+type Drill struct {
+	Snapshot string
+	Tables   int
+	Rows     int64
+	Seconds  float64
+	Error    string
+}
+
+// DrillFinished records a restore drill's end.
+func (s *Store) DrillFinished(ctx context.Context, deploymentID, app string, d Drill, at time.Time) error {
+	q := s.db.WithContext(ctx).Model(&AppBackup{}).Where("deployment_id = ? AND app = ?", deploymentID, app)
+	if d.Error != "" {
+		return q.Updates(map[string]any{"drill_error": bounded(d.Error, maxReason), "drill_seconds": d.Seconds}).Error
+	}
+	return q.Updates(map[string]any{"last_good_drill_at": at.UTC().Truncate(time.Microsecond), "drill_snapshot": bounded(d.Snapshot, 64),
+		"drill_tables": d.Tables, "drill_rows": d.Rows, "drill_seconds": d.Seconds, "drill_error": ""}).Error
 }
 
 // DeleteAppBackups forgets the backup records of a deployment's app ("" for all its apps).
@@ -72,4 +100,19 @@ func (s *Store) PruneBuildLogs(ctx context.Context, t time.Time) (int64, error) 
 		return 0, fmt.Errorf("pruning build logs: %w", res.Error)
 	}
 	return res.RowsAffected, nil
+}
+
+// maxReason bounds the reasons a backup or a drill failed, as kept.
+const maxReason = 2000
+
+// bounded cuts s to at most max bytes, at a character's start, and says it was cut.
+func bounded(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max - len(" [cut]")
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + " [cut]"
 }

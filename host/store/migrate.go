@@ -25,6 +25,7 @@ var migrations = []migration{
 	migrate5,
 	migrate6,
 	migrate7,
+	migrate8,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -274,6 +275,19 @@ func migrate7(tx *gorm.DB) error {
 	return execAll(tx,
 		`ALTER TABLE users ADD COLUMN must_change_password boolean NOT NULL DEFAULT false`,
 		`ALTER TABLE api_tokens ADD COLUMN last_used_at {ts}`,
+	)
+}
+
+// migrate8 records each app's restore drills beside its backups.
+func migrate8(tx *gorm.DB) error {
+	return execAll(tx,
+		`ALTER TABLE app_backups ADD COLUMN last_drill_at {ts}`,
+		`ALTER TABLE app_backups ADD COLUMN last_good_drill_at {ts}`,
+		`ALTER TABLE app_backups ADD COLUMN drill_snapshot text NOT NULL DEFAULT ''`,
+		`ALTER TABLE app_backups ADD COLUMN drill_tables integer NOT NULL DEFAULT 0`,
+		`ALTER TABLE app_backups ADD COLUMN drill_rows bigint NOT NULL DEFAULT 0`,
+		`ALTER TABLE app_backups ADD COLUMN drill_seconds double precision NOT NULL DEFAULT 0`,
+		`ALTER TABLE app_backups ADD COLUMN drill_error text NOT NULL DEFAULT ''`,
 	)
 }
 

@@ -60,6 +60,9 @@ const (
 	OperationDestroy = "destroy"
 	OperationBackup  = "backup"
 	OperationRestore = "restore"
+	// OperationDrill restores an app's newest backup into a scratch database, checks it
+	// and drops it: a backup nobody has restored is a hope, not a backup.
+	OperationDrill = "drill"
 )
 
 // Build is one run of deploying a deployment's configuration.
@@ -177,4 +180,15 @@ type AppBackup struct {
 	// Failures counts the failed backups since the last good one.
 	LastError string
 	Failures  int
+	// LastDrillAt is when the newest restore drill started; LastGoodDrillAt when the
+	// newest good one finished, of snapshot DrillSnapshot, finding DrillTables tables and
+	// DrillRows rows in DrillSeconds. DrillError is why the newest drill failed, empty once
+	// one succeeds again.
+	LastDrillAt     *time.Time
+	LastGoodDrillAt *time.Time
+	DrillSnapshot   string
+	DrillTables     int
+	DrillRows       int64
+	DrillSeconds    float64
+	DrillError      string
 }
