@@ -69,17 +69,17 @@ type file struct {
 }
 
 type instance struct {
-	Name      string
-	Project   string
-	Config    map[string]string
-	Expanded  map[string]string
-	Devices   map[string]map[string]string
-	Profiles  []string
-	Running   bool
-	Boots     int
-	Files     map[string]*file
-	Console   []string
-	listeners []net.Listener
+	Name     string
+	Project  string
+	Config   map[string]string
+	Expanded map[string]string
+	Devices  map[string]map[string]string
+	Profiles []string
+	Running  bool
+	Boots    int
+	Files    map[string]*file
+	Console  []string
+	servers  []*http.Server // the stand-in on each proxy device
 }
 
 type volume struct {
@@ -244,10 +244,10 @@ func (s *Server) lookup(in *instance, p string) *file {
 }
 
 func (in *instance) stop() {
-	for _, l := range in.listeners {
-		l.Close()
+	for _, hs := range in.servers {
+		hs.Close() // its listener and the connections it has, as a stopped forkproxy
 	}
-	in.listeners = nil
+	in.servers = nil
 	in.Running = false
 }
 
@@ -751,7 +751,7 @@ func (s *Server) start(in *instance) error {
 		}
 		ls = append(ls, l)
 	}
-	in.Running, in.listeners = true, ls
+	in.Running = true
 	in.Boots++
 	in.Console = append(in.Console, fmt.Sprintf("incustest: started (boot %d) entrypoint %q", in.Boots, in.Expanded["oci.entrypoint"]))
 	if in.Config["environment.FAIL_START"] != "" {
@@ -762,7 +762,9 @@ func (s *Server) start(in *instance) error {
 		in.Console = append(in.Console, "refusing to start with token "+token)
 	}
 	for _, l := range ls {
-		go http.Serve(l, s.standIn(in, in.Boots))
+		hs := &http.Server{Handler: s.standIn(in, in.Boots), ReadHeaderTimeout: 5 * time.Second}
+		in.servers = append(in.servers, hs)
+		go hs.Serve(l)
 	}
 	return nil
 }

@@ -124,8 +124,8 @@ func bounded(s string) string {
 	return s
 }
 
-// client calls the API of one Incus server in one project.
-type client struct {
+// apiClient calls the API of one Incus server in one project.
+type apiClient struct {
 	base    string // https://host:port
 	http    *http.Client
 	project string
@@ -135,7 +135,7 @@ type client struct {
 
 // call sends a request and parses its answer; body is JSON-encoded unless it is an
 // io.Reader (the files API takes the raw content).
-func (c *client) call(ctx context.Context, method, p string, query url.Values, body any, hdr http.Header) (*response, error) {
+func (c *apiClient) call(ctx context.Context, method, p string, query url.Values, body any, hdr http.Header) (*response, error) {
 	if query == nil {
 		query = url.Values{}
 	}
@@ -182,7 +182,7 @@ func (c *client) call(ctx context.Context, method, p string, query url.Values, b
 }
 
 // get decodes the metadata of a sync answer into out.
-func (c *client) get(ctx context.Context, p string, query url.Values, out any) error {
+func (c *apiClient) get(ctx context.Context, p string, query url.Values, out any) error {
 	r, err := c.call(ctx, http.MethodGet, p, query, nil, nil)
 	if err != nil {
 		return err
@@ -200,7 +200,7 @@ func (c *client) get(ctx context.Context, p string, query url.Values, out any) e
 }
 
 // do sends a request and, when the server starts a background operation, waits for it.
-func (c *client) do(ctx context.Context, method, p string, body any, hdr http.Header) error {
+func (c *apiClient) do(ctx context.Context, method, p string, body any, hdr http.Header) error {
 	r, err := c.call(ctx, method, p, nil, body, hdr)
 	if err != nil {
 		return err
@@ -213,7 +213,7 @@ func (c *client) do(ctx context.Context, method, p string, body any, hdr http.He
 
 // wait polls GET /1.0/operations/{id}/wait until the operation ends, fails or the
 // driver's operation timeout passes.
-func (c *client) wait(ctx context.Context, id string) error {
+func (c *apiClient) wait(ctx context.Context, id string) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opTimeout)
 	defer cancel()
 	for {

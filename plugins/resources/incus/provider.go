@@ -48,7 +48,7 @@ type provider struct {
 
 	mu         sync.Mutex
 	cfg        settings
-	api        *client
+	api        *apiClient
 	configured bool
 	checked    bool                   // the server answered GET /1.0 as trusted
 	ops        map[string]*sync.Mutex // one operation per tenant/instance at a time
@@ -73,7 +73,7 @@ func (p *provider) Configure(_ context.Context, raw json.RawMessage) error {
 
 // settings returns the settings and the API client once the server has answered
 // GET /1.0 as trusting the driver's certificate.
-func (p *provider) settings(ctx context.Context) (settings, *client, error) {
+func (p *provider) settings(ctx context.Context) (settings, *apiClient, error) {
 	p.mu.Lock()
 	cfg, api, configured, checked := p.cfg, p.api, p.configured, p.checked
 	p.mu.Unlock()
@@ -172,7 +172,7 @@ type instance struct {
 }
 
 // find returns the instance, or nil when the server has none of that name.
-func find(ctx context.Context, api *client, name string) (*instance, error) {
+func find(ctx context.Context, api *apiClient, name string) (*instance, error) {
 	var in instance
 	if err := api.get(ctx, instancePath(name), nil, &in); err != nil {
 		if isNotFound(err) {
@@ -318,7 +318,7 @@ func (p *provider) Provision(ctx context.Context, req resource.Request) (resourc
 // apply makes the node's instance anew: it removes the old one (its volumes stay),
 // makes the volumes, creates the instance from its image, writes node_dir, the files
 // and the run script into it, and starts it.
-func (p *provider) apply(ctx context.Context, api *client, cfg settings, name, node, hash string, pl plan, cur *instance, files map[string][]byte) error {
+func (p *provider) apply(ctx context.Context, api *apiClient, cfg settings, name, node, hash string, pl plan, cur *instance, files map[string][]byte) error {
 	if cur != nil {
 		if err := remove(ctx, api, cur); err != nil {
 			return serverError(cfg, "removing the previous instance "+name, err)
@@ -401,7 +401,7 @@ type fileOwner struct{ uid, gid string }
 
 // pushFile writes one file, directory or symlink with the files API
 // (POST /1.0/instances/{name}/files?path=...).
-func pushFile(ctx context.Context, api *client, name, p string, content []byte, mode, typ string, o fileOwner) error {
+func pushFile(ctx context.Context, api *apiClient, name, p string, content []byte, mode, typ string, o fileOwner) error {
 	h := http.Header{}
 	h.Set("X-Incus-type", typ)
 	h.Set("X-Incus-mode", mode)
@@ -426,7 +426,7 @@ func orZero(s string) string {
 }
 
 // remove stops the instance (forced) and deletes it.
-func remove(ctx context.Context, api *client, in *instance) error {
+func remove(ctx context.Context, api *apiClient, in *instance) error {
 	if in.StatusCode == statusRunning {
 		err := api.do(ctx, http.MethodPut, instancePath(in.Name, "state"), map[string]any{"action": "stop", "force": true, "timeout": 30}, nil)
 		if err != nil && !isNotFound(err) {
@@ -442,7 +442,7 @@ func remove(ctx context.Context, api *client, in *instance) error {
 // allocatePorts keeps the ports of the node's proxy devices and gives new names a port
 // of the range that no proxy device of the project listens on and no concurrent
 // provision of this run is giving out.
-func (p *provider) allocatePorts(ctx context.Context, api *client, cur *instance, want []contract.Port) (map[string]int, func(), error) {
+func (p *provider) allocatePorts(ctx context.Context, api *apiClient, cur *instance, want []contract.Port) (map[string]int, func(), error) {
 	out := map[string]int{}
 	var missing []string
 	for _, w := range want {
@@ -528,7 +528,7 @@ func used(ports map[string]int, port int) bool {
 
 // consoleTail is the last n lines of the instance's console log (its process's output),
 // or why it could not be read.
-func consoleTail(ctx context.Context, api *client, name string, n int) string {
+func consoleTail(ctx context.Context, api *apiClient, name string, n int) string {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api.base+instancePath(name, "console")+"?"+url.Values{"project": {api.project}, "type": {"log"}}.Encode(), nil)
 	if err != nil {
 		return err.Error()

@@ -40,7 +40,7 @@ type settings struct {
 // incusName is a project, profile, pool or network name as Incus takes them.
 var incusName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
-func parseSettings(raw json.RawMessage) (settings, *client, error) {
+func parseSettings(raw json.RawMessage) (settings, *apiClient, error) {
 	var s settings
 	if len(raw) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(raw))
@@ -137,7 +137,7 @@ func parseSettings(raw json.RawMessage) (settings, *client, error) {
 	if s.OperationTimeout < 5 || s.OperationTimeout > 3600 {
 		return s, nil, sdk.Invalid("settings/operation_timeout_seconds", "operation_timeout_seconds is 5 to 3600")
 	}
-	c := &client{
+	c := &apiClient{
 		base:      "https://" + u.Host,
 		project:   s.Project,
 		opTimeout: time.Duration(s.OperationTimeout) * time.Second,
