@@ -71,6 +71,8 @@ func (p *provider) Configure(_ context.Context, raw json.RawMessage) error {
 	return nil
 }
 
+var errNotConfigured = sdk.Invalid("settings", "the incus instance driver needs its settings (url, client_cert_file, client_key_file, server_cert_file or ca_file, listen_host): configure it")
+
 // settings returns the settings and the API client once the server has answered
 // GET /1.0 as trusting the driver's certificate.
 func (p *provider) settings(ctx context.Context) (settings, *apiClient, error) {
@@ -78,7 +80,7 @@ func (p *provider) settings(ctx context.Context) (settings, *apiClient, error) {
 	cfg, api, configured, checked := p.cfg, p.api, p.configured, p.checked
 	p.mu.Unlock()
 	if !configured {
-		return cfg, nil, sdk.Invalid("settings", "the incus instance driver needs its settings (url, client_cert_file, client_key_file, server_cert_file or ca_file, listen_host): configure it")
+		return cfg, nil, errNotConfigured
 	}
 	if checked {
 		return cfg, api, nil
@@ -256,8 +258,11 @@ func (p *provider) Provision(ctx context.Context, req resource.Request) (resourc
 		return resource.Result{}, err
 	}
 	p.mu.Lock()
-	cfg := p.cfg
+	cfg, configured := p.cfg, p.configured
 	p.mu.Unlock()
+	if !configured {
+		return resource.Result{}, errNotConfigured
+	}
 	spec, err := parseSpec(req.Spec)
 	if err != nil {
 		return resource.Result{}, err
