@@ -45,14 +45,12 @@ type Server struct {
 	CertFile, Fingerprint string
 	// ClientCertFile and ClientKeyFile are a client certificate the server trusts.
 	ClientCertFile, ClientKeyFile string
-	// OperationDelay is how long a background operation runs before it ends.
-	OperationDelay time.Duration
-
-	ln      net.Listener
-	hs      *http.Server
-	trusted map[string]bool
+	ln                            net.Listener
+	hs                            *http.Server
+	trusted                       map[string]bool
 
 	mu        sync.Mutex
+	opDelay   time.Duration // how long a background operation runs before it ends
 	images    []Image
 	instances map[string]*instance // by name (project default only, and the test project)
 	volumes   map[string]*volume   // by pool/name
@@ -127,7 +125,7 @@ func Start(dir string, images ...Image) (*Server, error) {
 	}
 	s := &Server{
 		URL: "https://" + ln.Addr().String(), CertFile: certFile, Fingerprint: fp,
-		ClientCertFile: clientCert, ClientKeyFile: clientKey, OperationDelay: 20 * time.Millisecond,
+		ClientCertFile: clientCert, ClientKeyFile: clientKey, opDelay: 20 * time.Millisecond,
 		ln: ln, trusted: map[string]bool{clientFP: true}, images: images,
 		instances: map[string]*instance{}, volumes: map[string]*volume{}, ops: map[string]*operation{}, failNext: map[string]string{},
 	}
@@ -147,6 +145,14 @@ func (s *Server) Close() {
 	for _, in := range s.instances {
 		in.stop()
 	}
+}
+
+// SetOperationDelay sets how long each background operation runs before it ends (20 ms
+// from Start).
+func (s *Server) SetOperationDelay(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opDelay = d
 }
 
 // FailNext makes the next operation whose description starts with prefix ("Starting
@@ -286,8 +292,9 @@ func (s *Server) async(w http.ResponseWriter, description string, fn func() erro
 			delete(s.failNext, prefix)
 		}
 	}
+	delay := s.opDelay
 	go func() {
-		time.Sleep(s.OperationDelay)
+		time.Sleep(delay)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		err := error(nil)
