@@ -31,10 +31,11 @@ import (
 )
 
 // Image is an image the server can pull: its source as POST /1.0/instances names it,
-// and for an OCI image the user its process runs as.
+// and for an OCI image the user its process runs as and its command (shell-quoted).
 type Image struct {
 	Protocol, Server, Alias string
 	UID, GID                int
+	Entrypoint              string
 }
 
 // Server is a running test server.
@@ -49,14 +50,15 @@ type Server struct {
 	hs                            *http.Server
 	trusted                       map[string]bool
 
-	mu        sync.Mutex
-	opDelay   time.Duration // how long a background operation runs before it ends
-	images    []Image
-	instances map[string]*instance // by name (project default only, and the test project)
-	volumes   map[string]*volume   // by pool/name
-	ops       map[string]*operation
-	failNext  map[string]string // operation description -> error of its next run
-	requests  []string          // method and path of each request, for tests
+	mu         sync.Mutex
+	opDelay    time.Duration // how long a background operation runs before it ends
+	images     []Image
+	instances  map[string]*instance // by name (project default only, and the test project)
+	volumes    map[string]*volume   // by pool/name
+	ops        map[string]*operation
+	failNext   map[string]string // operation description -> error of its next run
+	extensions []string          // the api_extensions GET /1.0 names
+	requests   []string          // method and path of each request, for tests
 }
 
 type file struct {
@@ -128,6 +130,7 @@ func Start(dir string, images ...Image) (*Server, error) {
 		ClientCertFile: clientCert, ClientKeyFile: clientKey, opDelay: 20 * time.Millisecond,
 		ln: ln, trusted: map[string]bool{clientFP: true}, images: images,
 		instances: map[string]*instance{}, volumes: map[string]*volume{}, ops: map[string]*operation{}, failNext: map[string]string{},
+		extensions: defaultExtensions,
 	}
 	s.hs = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
 	// Incus asks every client for a certificate; this server requires one, and refuses
@@ -153,6 +156,16 @@ func (s *Server) SetOperationDelay(d time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.opDelay = d
+}
+
+// defaultExtensions are the API extensions the server names: those of what it does.
+var defaultExtensions = []string{"instances", "instance_oci", "instance_oci_entrypoint", "custom_volume_size", "console_vga_type"}
+
+// SetExtensions replaces the api_extensions GET /1.0 names (an older server's).
+func (s *Server) SetExtensions(ext ...string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.extensions = ext
 }
 
 // FailNext makes the next operation whose description starts with prefix ("Starting
@@ -329,7 +342,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if trusted {
 			auth = "trusted"
 		}
-		syncResp(w, map[string]any{"api_extensions": []string{"instances", "instance_oci", "custom_volume_size", "console_vga_type"},
+		s.mu.Lock()
+		ext := s.extensions
+		s.mu.Unlock()
+		syncResp(w, map[string]any{"api_extensions": ext,
 			"api_status": "stable", "api_version": "1.0", "auth": auth, "public": false, "auth_methods": []string{"tls"},
 			"environment": map[string]any{"server_name": "incustest", "server_version": "6.0-incustest", "server": "incus", "project": "default"}})
 		return
@@ -493,11 +509,18 @@ func (s *Server) instancesHandler(w http.ResponseWriter, r *http.Request) {
 			if in.Config == nil {
 				in.Config = map[string]string{}
 			}
+			if img.Protocol == "oci" {
+				// As incusd's instanceCreateFromImage: the OCI config's user and command
+				// become config keys unless the request set them.
+				in.Config["volatile.container.oci"] = "true"
+				for k, v := range map[string]string{"oci.uid": strconv.Itoa(img.UID), "oci.gid": strconv.Itoa(img.GID), "oci.entrypoint": img.Entrypoint} {
+					if _, ok := in.Config[k]; !ok && v != "" {
+						in.Config[k] = v
+					}
+				}
+			}
 			for k, v := range in.Config {
 				in.Expanded[k] = v
-			}
-			if img.Protocol == "oci" {
-				in.Expanded["oci.uid"], in.Expanded["oci.gid"] = strconv.Itoa(img.UID), strconv.Itoa(img.GID)
 			}
 			for _, d := range []string{"/", "/etc", "/etc/systemd", "/etc/systemd/system", "/etc/systemd/system/multi-user.target.wants", "/srv", "/tmp", "/var", "/var/lib"} {
 				in.Files[d] = &file{Type: "directory", Mode: 0o755}
@@ -612,15 +635,19 @@ func (s *Server) filesHandler(w http.ResponseWriter, r *http.Request, in *instan
 		w.Header().Set("Content-Type", "application/octet-stream")
 		w.Write(f.Content)
 	case http.MethodPost:
+		// As incusd's instanceFilePost: mode is parsed with base 0 ("0600" is octal),
+		// an existing file keeps its mode and owner, an existing directory is left as it
+		// is, and the write mode is overwrite (the default) or append.
 		h := r.Header
-		typ := h.Get("X-Incus-type")
-		if typ == "" {
-			typ = "file"
-		}
-		mode, err := strconv.ParseUint(h.Get("X-Incus-mode"), 8, 32)
-		if err != nil && h.Get("X-Incus-mode") != "" {
-			errorResp(w, http.StatusBadRequest, "Invalid mode")
+		typ := orDefault(h.Get("X-Incus-type"), "file")
+		write := orDefault(h.Get("X-Incus-write"), "overwrite")
+		if write != "overwrite" && write != "append" {
+			errorResp(w, http.StatusBadRequest, "Bad file write mode: "+write)
 			return
+		}
+		mode := -1
+		if m, err := strconv.ParseInt(h.Get("X-Incus-mode"), 0, 0); err == nil {
+			mode = int(m) & 0o777
 		}
 		uid, err1 := strconv.Atoi(orDefault(h.Get("X-Incus-uid"), "0"))
 		gid, err2 := strconv.Atoi(orDefault(h.Get("X-Incus-gid"), "0"))
@@ -641,17 +668,35 @@ func (s *Server) filesHandler(w http.ResponseWriter, r *http.Request, in *instan
 		old := m[rel]
 		switch typ {
 		case "directory":
-			if old != nil && old.Type != "directory" {
-				errorResp(w, http.StatusConflict, "File exists")
-				return
+			if old == nil {
+				if mode < 0 {
+					mode = 0o755
+				}
+				m[rel] = &file{Type: "directory", Mode: mode, UID: uid, GID: gid}
 			}
-			m[rel] = &file{Type: "directory", Mode: int(mode), UID: uid, GID: gid}
-		case "file", "symlink":
-			if old != nil && (old.Type == "directory" || h.Get("X-Incus-write") != "overwrite" && h.Get("X-Incus-write") != "") {
-				errorResp(w, http.StatusConflict, "File exists")
+		case "file":
+			switch {
+			case old == nil:
+				if mode < 0 {
+					mode = 0o644
+				}
+				m[rel] = &file{Type: "file", Mode: mode, UID: uid, GID: gid, Content: content}
+			case old.Type != "file":
+				errorResp(w, http.StatusBadRequest, "Path is not a regular file")
 				return
+			case write == "append":
+				old.Content = append(old.Content, content...)
+			default:
+				old.Content = content
 			}
-			m[rel] = &file{Type: typ, Mode: int(mode), UID: uid, GID: gid, Content: content}
+		case "symlink":
+			if old == nil || old.Type != "symlink" || string(old.Content) != string(content) {
+				if old != nil {
+					errorResp(w, http.StatusConflict, "File exists")
+					return
+				}
+				m[rel] = &file{Type: "symlink", Mode: 0o777, Content: content}
+			}
 		default:
 			errorResp(w, http.StatusBadRequest, "Bad file type "+strconv.Quote(typ))
 			return

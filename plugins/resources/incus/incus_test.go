@@ -413,3 +413,21 @@ func TestAppNodeSpecsPassValidate(t *testing.T) {
 		})
 	}
 }
+
+// A server without the OCI API extensions is refused for an OCI image before anything
+// is made, naming the field and the extension; a separate server, since the driver
+// reads GET /1.0 once per configuration.
+func TestServerWithoutOCI(t *testing.T) {
+	old, err := incustest.Start(t.TempDir(), incustest.Image{Protocol: "oci", Server: "https://ghcr.io", Alias: "fedhost/httpserver:1"})
+	require.NoError(t, err)
+	t.Cleanup(old.Close)
+	old.SetExtensions("instances")
+	rc := start(t, settingsJSON(func(m map[string]any) {
+		m["url"], m["server_cert_file"], m["client_cert_file"], m["client_key_file"] = old.URL, old.CertFile, old.ClientCertFile, old.ClientKeyFile
+	}))
+	_, err = rc.Provision(context.Background(), resource.Request{Tenant: "t1", Instance: "old", Type: contract.Instance, Spec: nodeSpec(nil), Secrets: testSecrets})
+	require.ErrorContains(t, err, "request/artifact/image")
+	require.ErrorContains(t, err, "instance_oci")
+	exists, _, _ := old.Instance(instanceName("t1", "old"))
+	require.False(t, exists)
+}

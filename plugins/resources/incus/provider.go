@@ -51,6 +51,7 @@ type provider struct {
 	api        *apiClient
 	configured bool
 	checked    bool                   // the server answered GET /1.0 as trusted
+	extensions map[string]bool        // its api_extensions
 	ops        map[string]*sync.Mutex // one operation per tenant/instance at a time
 	reserved   map[int]int            // ports this run is giving out, while provisioning
 }
@@ -86,8 +87,9 @@ func (p *provider) settings(ctx context.Context) (settings, *apiClient, error) {
 		return cfg, api, nil
 	}
 	var info struct {
-		Auth       string `json:"auth"`
-		APIVersion string `json:"api_version"`
+		Auth       string   `json:"auth"`
+		APIVersion string   `json:"api_version"`
+		Extensions []string `json:"api_extensions"`
 	}
 	if err := api.get(ctx, "/1.0", nil, &info); err != nil {
 		return cfg, nil, serverError(cfg, "GET /1.0", err)
@@ -99,9 +101,28 @@ func (p *provider) settings(ctx context.Context) (settings, *apiClient, error) {
 		return cfg, nil, sdk.Errorf(sdk.CodeUnavailable, "the Incus server at %s speaks API version %q; the driver speaks 1.0", cfg.host, bounded(info.APIVersion))
 	}
 	p.mu.Lock()
-	p.checked = true
+	p.checked, p.extensions = true, map[string]bool{}
+	for _, e := range info.Extensions {
+		p.extensions[e] = true
+	}
 	p.mu.Unlock()
 	return cfg, api, nil
+}
+
+// ociExtensions are the API extensions an OCI application container with the driver's
+// entrypoint and the image's user needs (doc/api-extensions.md).
+var ociExtensions = []string{"instance_oci", "instance_oci_entrypoint"}
+
+// supportsOCI refuses an OCI image on a server without the extensions it needs.
+func (p *provider) supportsOCI(cfg settings) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range ociExtensions {
+		if !p.extensions[e] {
+			return sdk.Invalid("request/artifact/image", "the Incus server at %s does not run OCI images (it lacks the %s API extension): upgrade it (Incus 6.3 or later), or give an images:ALIAS system container", cfg.host, e)
+		}
+	}
+	return nil
 }
 
 // serverError names the server and what was asked; a certificate that is not the pinned
@@ -278,6 +299,11 @@ func (p *provider) Provision(ctx context.Context, req resource.Request) (resourc
 	cfg, api, err := p.settings(ctx)
 	if err != nil {
 		return resource.Result{}, err
+	}
+	if !system {
+		if err := p.supportsOCI(cfg); err != nil {
+			return resource.Result{}, err
+		}
 	}
 	node := req.Tenant + "/" + req.Instance
 	defer p.lock(node)()
