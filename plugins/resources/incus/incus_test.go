@@ -431,3 +431,21 @@ func TestServerWithoutOCI(t *testing.T) {
 	exists, _, _ := old.Instance(instanceName("t1", "old"))
 	require.False(t, exists)
 }
+
+// With ca_file the server's certificate is checked against that CA and the url's host;
+// another CA is refused naming the server.
+func TestCAFile(t *testing.T) {
+	ctx := context.Background()
+	rc := start(t, settingsJSON(func(m map[string]any) { delete(m, "server_cert_file"); m["ca_file"] = srv.CertFile }))
+	req := resource.Request{Tenant: "t1", Instance: "ca", Type: contract.Instance, Spec: nodeSpec(nil), Secrets: testSecrets}
+	_, err := rc.Provision(ctx, req)
+	require.NoError(t, err)
+	require.NoError(t, rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: "t1", Instance: "ca", Type: contract.Instance, Spec: req.Spec}))
+
+	other, _, _, err := incustest.WriteCert(t.TempDir(), "other-ca")
+	require.NoError(t, err)
+	rc = start(t, settingsJSON(func(m map[string]any) { delete(m, "server_cert_file"); m["ca_file"] = other }))
+	_, err = rc.Provision(ctx, req)
+	require.ErrorContains(t, err, strings.TrimPrefix(srv.URL, "https://"))
+	require.ErrorContains(t, err, "certificate signed by unknown authority")
+}

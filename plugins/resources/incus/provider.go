@@ -119,7 +119,7 @@ func (p *provider) supportsOCI(cfg settings) error {
 	defer p.mu.Unlock()
 	for _, e := range ociExtensions {
 		if !p.extensions[e] {
-			return sdk.Invalid("request/artifact/image", "the Incus server at %s does not run OCI images (it lacks the %s API extension): upgrade it (Incus 6.3 or later), or give an images:ALIAS system container", cfg.host, e)
+			return sdk.Invalid("request/artifact/image", "the Incus server at %s does not run OCI images (it lacks the %s API extension): upgrade it, or give an images:ALIAS system container", cfg.host, e)
 		}
 	}
 	return nil
@@ -369,8 +369,11 @@ func (p *provider) apply(ctx context.Context, api *apiClient, cfg settings, name
 		return serverError(cfg, fmt.Sprintf("creating instance %s from request/artifact/image %q", name, pl.Image), err)
 	}
 	in, err := find(ctx, api, name)
-	if err != nil || in == nil {
-		return serverError(cfg, "reading the new instance "+name, errors.Join(err, errors.New("it is not there")))
+	if err != nil {
+		return serverError(cfg, "reading the new instance "+name, err)
+	}
+	if in == nil {
+		return fmt.Errorf("the Incus server at %s: instance %s is not there after its create operation succeeded", cfg.host, name)
 	}
 	// The node's process runs as the image's user (oci.uid and oci.gid, which Incus sets
 	// from the image's config); its files must be readable by it, and by no one else.
