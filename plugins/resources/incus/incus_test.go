@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -448,4 +449,34 @@ func TestCAFile(t *testing.T) {
 	_, err = rc.Provision(ctx, req)
 	require.ErrorContains(t, err, strings.TrimPrefix(srv.URL, "https://"))
 	require.ErrorContains(t, err, "certificate signed by unknown authority")
+}
+
+// A port some other program holds on the Incus machine fails the start of the proxy
+// device; the driver takes another port of port_range and the node runs. With no other
+// port left the error names the port range.
+func TestTakenPortIsReplaced(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { l.Close() })
+	busy := l.Addr().(*net.TCPAddr).Port
+	// The range is the busy port and the next one; without the retry, half of the
+	// provisions would take the busy one and fail.
+	rangeOf := func(hi int) json.RawMessage {
+		return settingsJSON(func(m map[string]any) { m["port_range"] = fmt.Sprintf("%d-%d", busy, hi) })
+	}
+	rc := start(t, rangeOf(busy+1))
+	ctx := context.Background()
+	for i := range 6 {
+		req := resource.Request{Tenant: "t1", Instance: fmt.Sprintf("busy%d", i), Type: contract.Instance, Spec: nodeSpec(nil), Secrets: testSecrets}
+		res, err := rc.Provision(ctx, req)
+		require.NoError(t, err)
+		addr, err := addressOf(res.Data)
+		require.NoError(t, err)
+		require.Equal(t, fmt.Sprintf("127.0.0.1:%d", busy+1), addr)
+		require.NoError(t, rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: "t1", Instance: req.Instance, Type: contract.Instance, Spec: req.Spec}))
+	}
+	rc = start(t, rangeOf(busy))
+	_, err = rc.Provision(ctx, resource.Request{Tenant: "t1", Instance: "busy", Type: contract.Instance, Spec: nodeSpec(nil), Secrets: testSecrets})
+	require.ErrorContains(t, err, "port_range")
+	require.NoError(t, rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: "t1", Instance: "busy", Type: contract.Instance, Spec: nodeSpec(nil)}))
 }

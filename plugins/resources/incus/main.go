@@ -29,6 +29,7 @@ const settingsSchema = `{
     "listen_host": {"type": "string", "minLength": 2, "maxLength": 64, "description": "The IP address of the Incus machine that nodes' ports listen on (proxy devices) and the host reaches them at."},
     "node_dir": {"type": "string", "pattern": "^/", "maxLength": 256, "description": "The directory in each instance of the node's files. Default /srv/fedhost."},
     "system_image_server": {"type": "string", "pattern": "^https://", "maxLength": 512, "description": "The simplestreams server of images:ALIAS system container images. Default https://images.linuxcontainers.org."},
+    "port_range": {"type": "string", "pattern": "^[0-9]{4,5}-[0-9]{4,5}$", "description": "The ports of the Incus machine the nodes' proxy devices listen on, FROM-TO. Default 20000-29999."},
     "operation_timeout_seconds": {"type": "integer", "minimum": 5, "maximum": 3600, "description": "How long one background operation (an image pull, a start) may take. Default 600."}
   },
   "additionalProperties": false

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,9 +25,6 @@ import (
 	"github.com/fedhost/fedhost/sdk/contract"
 	"github.com/fedhost/fedhost/sdk/resource"
 )
-
-// Ports the driver gives out on the Incus machine, for proxy devices.
-const portLow, portHigh = 20000, 29999
 
 // Instance status codes of the Incus API.
 const statusRunning = 103
@@ -137,7 +135,7 @@ func serverError(cfg settings, what string, err error) error {
 		if api.Code == http.StatusForbidden {
 			return sdk.Errorf(sdk.CodeUnavailable, "the Incus server at %s refused %s (403 %s): trust client_cert_file there (incus config trust add-certificate) for project %s", cfg.host, what, api.Message, cfg.Project)
 		}
-		return fmt.Errorf("the Incus server at %s: %s: %s", cfg.host, what, api.Error())
+		return fmt.Errorf("the Incus server at %s: %s: %w", cfg.host, what, api)
 	}
 	var uerr *url.Error
 	if errors.As(err, &uerr) {
@@ -312,27 +310,24 @@ func (p *provider) Provision(ctx context.Context, req resource.Request) (resourc
 	if err != nil {
 		return resource.Result{}, serverError(cfg, "GET instance "+name, err)
 	}
-	ports, release, err := p.allocatePorts(ctx, api, cur, spec.Ports)
-	if err != nil {
-		return resource.Result{}, serverError(cfg, "listing the instances of project "+cfg.Project, err)
-	}
-	defer release()
-	args, env, err := expandAll(spec, cfg.NodeDir, cfg.ListenHost, ports)
-	if err != nil {
-		return resource.Result{}, err
-	}
-	pl := plan{Image: spec.Artifact.Image, Source: src, System: system, Args: args, Env: env, Files: map[string]string{},
-		Ports: ports, Volumes: spec.Volumes, Limits: spec.Limits, Health: healthWithDefaults(spec.Health),
-		ListenHost: cfg.ListenHost, NodeDir: cfg.NodeDir, Profiles: cfg.Profiles, Pool: cfg.StoragePool, Network: cfg.Network}
-	for n, content := range files {
-		pl.Files[n] = sha256hex(content)
-	}
-	hash := pl.hash()
-	if cur == nil || cur.Config[keyHash] != hash || cur.StatusCode != statusRunning {
-		if err := p.apply(ctx, api, cfg, name, node, hash, pl, cur, files); err != nil {
+	// A port some other program holds on the Incus machine fails the start; the driver
+	// then gives that port up and tries again, with up to maxPortRetries other ports.
+	avoid := map[int]bool{}
+	var pl plan
+	for attempt := 0; ; attempt++ {
+		var busy string
+		pl, busy, err = p.provisionOnce(ctx, api, cfg, name, node, cur, spec, src, system, files, avoid)
+		if err == nil {
+			break
+		}
+		if busy == "" || attempt == maxPortRetries {
 			return resource.Result{}, errors.New(scrub(err.Error(), req.Secrets))
 		}
-		p.log.Info("node started", "node", node, "instance", name)
+		p.log.Info("port taken on the Incus machine, trying another", "node", node, "port", pl.Ports[busy])
+		avoid[pl.Ports[busy]] = true
+		if cur, err = find(ctx, api, name); err != nil {
+			return resource.Result{}, serverError(cfg, "GET instance "+name, err)
+		}
 	}
 	res := contract.InstanceResult{State: "running", Addresses: pl.addresses()}
 	if herr := waitHealthy(ctx, pl); herr != nil {
@@ -344,6 +339,59 @@ func (p *provider) Provision(ctx context.Context, req resource.Request) (resourc
 	}
 	data, err := json.Marshal(res)
 	return resource.Result{Data: data}, err
+}
+
+// maxPortRetries is how many times a provision takes other ports when one is taken.
+const maxPortRetries = 3
+
+// provisionOnce allocates the node's ports (none of avoid), makes its effective spec
+// and, when the instance does not run with that spec, makes the instance anew. When the
+// start failed because a proxy device could not listen, busy names that port.
+func (p *provider) provisionOnce(ctx context.Context, api *apiClient, cfg settings, name, node string, cur *instance, spec contract.InstanceRequest,
+	src imageSource, system bool, files map[string][]byte, avoid map[int]bool) (pl plan, busy string, err error) {
+	ports, release, err := p.allocatePorts(ctx, api, cfg, cur, spec.Ports, avoid)
+	if err != nil {
+		return pl, "", serverError(cfg, "listing the instances of project "+cfg.Project, err)
+	}
+	defer release()
+	args, env, err := expandAll(spec, cfg.NodeDir, cfg.ListenHost, ports)
+	if err != nil {
+		return pl, "", err
+	}
+	pl = plan{Image: spec.Artifact.Image, Source: src, System: system, Args: args, Env: env, Files: map[string]string{},
+		Ports: ports, Volumes: spec.Volumes, Limits: spec.Limits, Health: healthWithDefaults(spec.Health),
+		ListenHost: cfg.ListenHost, NodeDir: cfg.NodeDir, Profiles: cfg.Profiles, Pool: cfg.StoragePool, Network: cfg.Network}
+	for n, content := range files {
+		pl.Files[n] = sha256hex(content)
+	}
+	hash := pl.hash()
+	if cur != nil && cur.Config[keyHash] == hash && cur.StatusCode == statusRunning {
+		return pl, "", nil
+	}
+	if err := p.apply(ctx, api, cfg, name, node, hash, pl, cur, files); err != nil {
+		return pl, busyPort(err, ports), err
+	}
+	p.log.Info("node started", "node", node, "instance", name)
+	return pl, "", nil
+}
+
+// busyDevice is how incusd names a device that failed to start (driver_lxc.go).
+var busyDevice = regexp.MustCompile(`Failed to start device "port-([a-z][a-z0-9-]{0,14})"`)
+
+// busyPort names the port whose proxy device could not start, if that failed a start.
+func busyPort(err error, ports map[string]int) string {
+	var api *apiError
+	if !errors.As(err, &api) {
+		return ""
+	}
+	m := busyDevice.FindStringSubmatch(api.Message)
+	if m == nil {
+		return ""
+	}
+	if _, ok := ports[m[1]]; !ok {
+		return ""
+	}
+	return m[1]
 }
 
 // apply makes the node's instance anew: it removes the old one (its volumes stay),
@@ -476,12 +524,12 @@ func remove(ctx context.Context, api *apiClient, in *instance) error {
 // allocatePorts keeps the ports of the node's proxy devices and gives new names a port
 // of the range that no proxy device of the project listens on and no concurrent
 // provision of this run is giving out.
-func (p *provider) allocatePorts(ctx context.Context, api *apiClient, cur *instance, want []contract.Port) (map[string]int, func(), error) {
+func (p *provider) allocatePorts(ctx context.Context, api *apiClient, cfg settings, cur *instance, want []contract.Port, avoid map[int]bool) (map[string]int, func(), error) {
 	out := map[string]int{}
 	var missing []string
 	for _, w := range want {
 		if cur != nil {
-			if port, ok := proxyPort(cur.Devices["port-"+w.Name]); ok {
+			if port, ok := proxyPort(cur.Devices["port-"+w.Name]); ok && !avoid[port] {
 				out[w.Name] = port
 				continue
 			}
@@ -496,6 +544,9 @@ func (p *provider) allocatePorts(ctx context.Context, api *apiClient, cur *insta
 		return nil, nil, err
 	}
 	taken := map[int]bool{}
+	for port := range avoid {
+		taken[port] = true
+	}
 	for _, in := range all {
 		for _, d := range in.Devices {
 			if port, ok := proxyPort(d); ok {
@@ -507,10 +558,10 @@ func (p *provider) allocatePorts(ctx context.Context, api *apiClient, cur *insta
 	defer p.mu.Unlock()
 	var mine []int
 	for _, n := range missing {
-		size := portHigh - portLow + 1
+		size := cfg.PortHigh - cfg.PortLow + 1
 		start := rand.IntN(size)
 		for i := 0; i < size; i++ {
-			port := portLow + (start+i)%size
+			port := cfg.PortLow + (start+i)%size
 			if taken[port] || p.reserved[port] > 0 || used(out, port) {
 				continue
 			}
@@ -520,7 +571,7 @@ func (p *provider) allocatePorts(ctx context.Context, api *apiClient, cur *insta
 			break
 		}
 		if _, ok := out[n]; !ok {
-			return nil, nil, sdk.LimitExceeded("project %s has no free port left in %d-%d", api.project, portLow, portHigh)
+			return nil, nil, sdk.LimitExceeded("project %s has no free port left in port_range %d-%d: widen it", api.project, cfg.PortLow, cfg.PortHigh)
 		}
 	}
 	return out, func() {

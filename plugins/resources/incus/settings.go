@@ -14,6 +14,8 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fedhost/fedhost/sdk"
@@ -33,8 +35,10 @@ type settings struct {
 	NodeDir           string   `json:"node_dir"`
 	SystemImageServer string   `json:"system_image_server"`
 	OperationTimeout  int      `json:"operation_timeout_seconds"`
+	PortRange         string   `json:"port_range"`
 
-	host string // host:port of url, for errors
+	host              string // host:port of url, for errors
+	PortLow, PortHigh int    `json:"-"` // of port_range
 }
 
 // incusName is a project, profile, pool or network name as Incus takes them.
@@ -130,6 +134,15 @@ func parseSettings(raw json.RawMessage) (settings, *apiClient, error) {
 	}
 	if su, err := url.Parse(s.SystemImageServer); err != nil || su.Scheme != "https" || su.Host == "" || len(s.SystemImageServer) > 512 {
 		return s, nil, sdk.Invalid("settings/system_image_server", "system_image_server is the https URL of a simplestreams image server")
+	}
+	if s.PortRange == "" {
+		s.PortRange = "20000-29999"
+	}
+	lo, hi, ok := strings.Cut(s.PortRange, "-")
+	s.PortLow, _ = strconv.Atoi(lo)
+	s.PortHigh, _ = strconv.Atoi(hi)
+	if !ok || s.PortLow < 1024 || s.PortHigh > 65535 || s.PortLow > s.PortHigh {
+		return s, nil, sdk.Invalid("settings/port_range", "port_range is FROM-TO, the ports of the Incus machine nodes' proxy devices listen on, within 1024-65535")
 	}
 	if s.OperationTimeout == 0 {
 		s.OperationTimeout = 600
