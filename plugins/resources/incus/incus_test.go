@@ -20,6 +20,7 @@ import (
 
 	"github.com/fedhost/fedhost/internal/incustest"
 	"github.com/fedhost/fedhost/internal/plugintest"
+	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/client"
 	"github.com/fedhost/fedhost/sdk/conformance"
 	"github.com/fedhost/fedhost/sdk/contract"
@@ -339,8 +340,8 @@ func TestUnknownImage(t *testing.T) {
 	rc := start(t, settingsJSON(nil))
 	spec := nodeSpec(func(s *contract.InstanceRequest) { s.Artifact.Image = "ghcr.io/fedhost/nosuch:9" })
 	_, err := rc.Provision(context.Background(), resource.Request{Tenant: "t1", Instance: "noimg", Type: contract.Instance, Spec: spec, Secrets: testSecrets})
-	require.Error(t, err)
-	for _, want := range []string{"request/artifact/image", "ghcr.io/fedhost/nosuch:9", strings.TrimPrefix(srv.URL, "https://"), "Image not found"} {
+	require.Equal(t, "request/artifact/image", sdk.FieldOf(err), err)
+	for _, want := range []string{"ghcr.io/fedhost/nosuch:9", strings.TrimPrefix(srv.URL, "https://"), "Image not found"} {
 		require.Contains(t, err.Error(), want)
 	}
 	exists, _, _ := srv.Instance(instanceName("t1", "noimg"))
@@ -478,5 +479,6 @@ func TestTakenPortIsReplaced(t *testing.T) {
 	rc = start(t, rangeOf(busy))
 	_, err = rc.Provision(ctx, resource.Request{Tenant: "t1", Instance: "busy", Type: contract.Instance, Spec: nodeSpec(nil), Secrets: testSecrets})
 	require.ErrorContains(t, err, "port_range")
+	require.Equal(t, sdk.CodeLimitExceeded, sdk.CodeOf(err))
 	require.NoError(t, rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: "t1", Instance: "busy", Type: contract.Instance, Spec: nodeSpec(nil)}))
 }

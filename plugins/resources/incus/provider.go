@@ -126,6 +126,10 @@ func (p *provider) supportsOCI(cfg settings) error {
 // serverError names the server and what was asked; a certificate that is not the pinned
 // one is refused with both fingerprints.
 func serverError(cfg settings, what string, err error) error {
+	var own *sdk.Error
+	if errors.As(err, &own) {
+		return err
+	}
 	var pin *pinError
 	if errors.As(err, &pin) {
 		return sdk.Errorf(sdk.CodeUnavailable, "%s", pin.Error())
@@ -321,7 +325,7 @@ func (p *provider) Provision(ctx context.Context, req resource.Request) (resourc
 			break
 		}
 		if busy == "" || attempt == maxPortRetries {
-			return resource.Result{}, errors.New(scrub(err.Error(), req.Secrets))
+			return resource.Result{}, scrubError(err, req.Secrets)
 		}
 		p.log.Info("port taken on the Incus machine, trying another", "node", node, "port", pl.Ports[busy])
 		avoid[pl.Ports[busy]] = true
@@ -339,6 +343,15 @@ func (p *provider) Provision(ctx context.Context, req resource.Request) (resourc
 	}
 	data, err := json.Marshal(res)
 	return resource.Result{Data: data}, err
+}
+
+// scrubError takes every secret value out of err's message, keeping its code and field.
+func scrubError(err error, secrets map[string][]byte) error {
+	var e *sdk.Error
+	if errors.As(err, &e) {
+		return &sdk.Error{Code: e.Code, Field: e.Field, Message: scrub(e.Message, secrets)}
+	}
+	return errors.New(scrub(err.Error(), secrets))
 }
 
 // maxPortRetries is how many times a provision takes other ports when one is taken.
@@ -414,6 +427,11 @@ func (p *provider) apply(ctx context.Context, api *apiClient, cfg settings, name
 		}
 	}
 	if err := api.do(ctx, http.MethodPost, "/1.0/instances", pl.body(name, node, hash), nil); err != nil {
+		var aerr *apiError
+		if errors.As(err, &aerr) && strings.Contains(strings.ToLower(aerr.Message), "image") {
+			return sdk.Invalid("request/artifact/image", "the Incus server at %s cannot create instance %s from image %q: %s: check the image's name and tag, and that the server can reach its registry",
+				cfg.host, name, pl.Image, aerr.Message)
+		}
 		return serverError(cfg, fmt.Sprintf("creating instance %s from request/artifact/image %q", name, pl.Image), err)
 	}
 	in, err := find(ctx, api, name)
