@@ -158,3 +158,24 @@ func FuzzParseResponse(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseImage(f *testing.F) {
+	for _, s := range []string{"ghcr.io/mastodon/mastodon:v4.3.2", "nginx:1", "localhost:5000/app", "images:debian/12", "a//b", "Nginx", "images:"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, image string) {
+		src, system, err := parseImage(image, "https://images.example.org")
+		if err != nil {
+			if sdk.FieldOf(err) != "request/artifact/image" {
+				t.Fatalf("error at %q", sdk.FieldOf(err))
+			}
+			return
+		}
+		if !strings.HasPrefix(src.Server, "https://") || src.Alias == "" || strings.ContainsAny(src.Alias+src.Server, " \t\n?#") {
+			t.Fatalf("%q became %+v", image, src)
+		}
+		if system != (src.Protocol == "simplestreams") {
+			t.Fatalf("%q: system %v with protocol %s", image, system, src.Protocol)
+		}
+	})
+}
