@@ -12,5 +12,6 @@
 // negotiation). Plugin runs the checks every kind shares, each a subtest, so a failure
 // names what the host would refuse; Resource adds those of resource providers and App
 // those of apps (schema and defaults, requests, nodes, renames, operations and role
-// groups, for each example configuration the author gives).
+// groups, for each example configuration the author gives). RenderNodes gives the nodes
+App renders, for an instance driver's tests to run through its Validate.
 package conformance
