@@ -13,5 +13,5 @@
 // names what the host would refuse; Resource adds those of resource providers and App
 // those of apps (schema and defaults, requests, nodes, renames, operations and role
 // groups, for each example configuration the author gives). RenderNodes gives the nodes
-App renders, for an instance driver's tests to run through its Validate.
+// App renders, for an instance driver's tests to run through its Validate.
 package conformance
