@@ -241,7 +241,9 @@ func walkSchemas(s map[string]any, ptr string, fn func(string, map[string]any)) 
 	}
 }
 
-func (k *appKit) checkCase(c AppCase) {
+// checkCase checks one case and returns the nodes it rendered (nil when it failed
+// before Render).
+func (k *appKit) checkCase(c AppCase) []app.Node {
 	t := k.t
 	t.Helper()
 	raw := c.Config
@@ -251,14 +253,14 @@ func (k *appKit) checkCase(c AppCase) {
 	var cfg map[string]any
 	if err := json.Unmarshal(raw, &cfg); err != nil || cfg == nil {
 		t.Errorf("%s: the case's Config is not a JSON object", c.Name)
-		return
+		return nil
 	}
 	cfg = schema.ApplyDefaults(k.compiled, cfg).(map[string]any)
 	filled, _ := json.Marshal(cfg)
 	if err := schema.Validate(k.compiled, "options", filled); err != nil {
 		t.Errorf("%s: the configuration (with the schema's defaults) does not validate: %s %s: fix the case or the schema",
 			c.Name, sdk.FieldOf(err), message(err))
-		return
+		return nil
 	}
 	refs := map[string]bool{}
 	operatorSecrets(k.doc, k.doc, cfg, "", refs)
@@ -270,24 +272,24 @@ func (k *appKit) checkCase(c AppCase) {
 	reqs, err := k.app.Requests(k.ctx, app.RequestsRequest{Tenant: appTenant, Domain: domain, Config: config})
 	if err != nil {
 		t.Errorf("%s: Requests: %v", c.Name, err)
-		return
+		return nil
 	}
 	if !k.checkRequests(c.Name, reqs) {
-		return
+		return nil
 	}
 	results := map[string]json.RawMessage{}
 	for _, r := range reqs {
 		res, err := fakeResult(r, refs)
 		if err != nil {
 			t.Errorf("%s: request %q: %v", c.Name, r.Name, err)
-			return
+			return nil
 		}
 		results[r.Name] = res
 	}
 	nodes, err := k.app.Render(k.ctx, app.RenderRequest{Tenant: appTenant, Domain: domain, Config: config, Results: results})
 	if err != nil {
 		t.Errorf("%s: Render with a result for every request: %v", c.Name, err)
-		return
+		return nil
 	}
 	if len(nodes) == 0 {
 		t.Errorf("%s: Render gave no node: an app runs at least one", c.Name)
@@ -303,6 +305,7 @@ func (k *appKit) checkCase(c AppCase) {
 		seen[n.Name] = true
 		k.checkNode(c.Name, n, refs)
 	}
+	return nodes
 }
 
 // checkRequests reports whether the requests are sound enough to render from.

@@ -13,5 +13,6 @@
 // names what the host would refuse; Resource adds those of resource providers, Registrar
 // those of registrar drivers (against a test server or sandbox of the registrar) and App
 // those of apps (schema and defaults, requests, nodes, renames, operations and role
-// groups, for each example configuration the author gives).
+// groups, for each example configuration the author gives). RenderNodes gives the nodes
+// App renders, for an instance driver's tests to run through its Validate.
 package conformance
