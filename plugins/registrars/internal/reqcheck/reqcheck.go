@@ -12,6 +12,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/nyaruka/phonenumbers"
+
 	"github.com/fedhost/fedhost/sdk"
 )
 
@@ -81,6 +83,39 @@ var (
 	e164 = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
 )
 
+// PhoneNumber is an E.164 number split as registrars want it: EPP's +CC.NNN, or the
+// country calling code and the national number apart.
+type PhoneNumber struct {
+	CountryCode int
+	National    string
+}
+
+// EPP writes the number as RFC 5733 does: +49.30123456.
+func (p PhoneNumber) EPP() string { return fmt.Sprintf("+%d.%s", p.CountryCode, p.National) }
+
+// Phone checks an E.164 number (+4930123456) against the numbering plans
+// (libphonenumber's metadata) and splits off its country calling code.
+func Phone(phone string) (PhoneNumber, error) {
+	bad := sdk.Invalid("contact/phone", "give a valid number in E.164 form: +, country code, number, digits only (+4930123456)")
+	if !e164.MatchString(phone) {
+		return PhoneNumber{}, bad
+	}
+	n, err := phonenumbers.Parse(phone, "")
+	if err != nil || !phonenumbers.IsValidNumber(n) {
+		return PhoneNumber{}, bad
+	}
+	return PhoneNumber{CountryCode: int(n.GetCountryCode()), National: phonenumbers.GetNationalSignificantNumber(n)}, nil
+}
+
+// ParseEPPPhone reads +CC.NNN back as E.164; "" for anything else.
+func ParseEPPPhone(s string) string {
+	cc, nat, ok := strings.Cut(strings.TrimPrefix(s, "+"), ".")
+	if !ok || !strings.HasPrefix(s, "+") || cc == "" || strings.Trim(cc+nat, "0123456789") != "" || !e164.MatchString("+"+cc+nat) {
+		return ""
+	}
+	return "+" + cc + nat
+}
+
 // Contact checks what every registrar needs of a contact; fields are named as in the
 // contract's Contact (contact/name and so on).
 func Contact(name, email, phone, street, city, postalCode, countryCode string) error {
@@ -100,8 +135,8 @@ func Contact(name, email, phone, street, city, postalCode, countryCode string) e
 	if !country.MatchString(countryCode) {
 		return sdk.Invalid("contact/country", "give an ISO 3166-1 alpha-2 code in capitals (DE, NL, US)")
 	}
-	if !e164.MatchString(phone) {
-		return sdk.Invalid("contact/phone", "give the number in E.164 form: +, country code, number, digits only (+4930123456)")
+	if _, err := Phone(phone); err != nil {
+		return err
 	}
 	if a, err := mail.ParseAddress(email); err != nil || a.Address != email || len(email) > 254 {
 		return sdk.Invalid("contact/email", "give a bare e-mail address (hostmaster@example.com)")

@@ -45,6 +45,19 @@ func TestDomainAndContact(t *testing.T) {
 	require.Equal(t, "nameservers/1", sdk.FieldOf(err))
 }
 
+func TestPhone(t *testing.T) {
+	t.Parallel()
+	p, err := Phone("+4930123456")
+	require.NoError(t, err)
+	require.Equal(t, "+49.30123456", p.EPP())
+	require.Equal(t, "+4930123456", ParseEPPPhone(p.EPP()))
+	for _, bad := range []string{"+49", "+999123456789", "004930123456", "+1 202 555 0100"} {
+		_, err := Phone(bad)
+		require.Equal(t, "contact/phone", sdk.FieldOf(err), bad)
+	}
+	require.Empty(t, ParseEPPPhone("+49-30"))
+}
+
 func TestText(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "ab", Text("a\nb", 10))
