@@ -42,7 +42,8 @@ func (c *Client) Check(ctx context.Context, domain string) (Availability, error)
 	if err != nil {
 		return Availability{}, wire.FromStatus(err)
 	}
-	return Availability{Available: r.GetAvailable(), Reason: r.GetReason(), PriceMicros: r.GetPriceMicros(), Currency: r.GetCurrency()}, nil
+	return Availability{Available: r.GetAvailable(), Reason: r.GetReason(), PriceMicros: r.GetPriceMicros(), Currency: r.GetCurrency(),
+		RenewalPriceMicros: r.GetRenewalPriceMicros(), TransferPriceMicros: r.GetTransferPriceMicros()}, nil
 }
 
 // Register registers a domain.
@@ -52,6 +53,7 @@ func (c *Client) Register(ctx context.Context, req RegisterRequest) (Domain, err
 		OwnerContact: req.OwnerContact, AdminContact: req.AdminContact,
 		TechContact: req.TechContact, BillingContact: req.BillingContact,
 		Nameservers: req.Nameservers,
+		PriceMicros: req.PriceMicros, Currency: req.Currency, IdempotencyKey: req.IdempotencyKey,
 	}))
 }
 
@@ -80,7 +82,13 @@ func (c *Client) Snapshot(ctx context.Context) ([]Domain, error) {
 
 // Transfer moves a domain to this registrar.
 func (c *Client) Transfer(ctx context.Context, req TransferRequest) (Domain, error) {
-	return domainResult(c.rpc.Transfer(ctx, &pb.TransferRequest{Domain: req.Domain, AuthCode: req.AuthCode, OwnerContact: req.OwnerContact}))
+	return domainResult(c.rpc.Transfer(ctx, &pb.TransferRequest{Domain: req.Domain, AuthCode: req.AuthCode, OwnerContact: req.OwnerContact,
+		PriceMicros: req.PriceMicros, Currency: req.Currency, IdempotencyKey: req.IdempotencyKey}))
+}
+
+// Domain reads one domain; a plugin of an sdk without the call answers sdk.CodeUnsupported.
+func (c *Client) Domain(ctx context.Context, name string) (Domain, error) {
+	return domainResult(c.rpc.GetDomain(ctx, &pb.DomainRequest{Domain: name}))
 }
 
 // AuthCode returns the code that moves domain away.
@@ -141,6 +149,7 @@ func (c *Client) DeleteContact(ctx context.Context, id string) error {
 
 var (
 	_ Registrar      = (*Client)(nil)
+	_ DomainReader   = (*Client)(nil)
 	_ Transferer     = (*Client)(nil)
 	_ Locker         = (*Client)(nil)
 	_ DNSSECRemover  = (*Client)(nil)

@@ -62,7 +62,8 @@ func (s *server) Check(ctx context.Context, req *pb.DomainRequest) (*pb.CheckRes
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
-	return &pb.CheckResponse{Available: a.Available, Reason: a.Reason, PriceMicros: a.PriceMicros, Currency: a.Currency}, nil
+	return &pb.CheckResponse{Available: a.Available, Reason: a.Reason, PriceMicros: a.PriceMicros, Currency: a.Currency,
+		RenewalPriceMicros: a.RenewalPriceMicros, TransferPriceMicros: a.TransferPriceMicros}, nil
 }
 
 func (s *server) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.DomainResponse, error) {
@@ -71,6 +72,7 @@ func (s *server) Register(ctx context.Context, req *pb.RegisterRequest) (*pb.Dom
 		OwnerContact: req.GetOwnerContact(), AdminContact: req.GetAdminContact(),
 		TechContact: req.GetTechContact(), BillingContact: req.GetBillingContact(),
 		Nameservers: req.GetNameservers(),
+		PriceMicros: req.GetPriceMicros(), Currency: req.GetCurrency(), IdempotencyKey: req.GetIdempotencyKey(),
 	}))
 }
 
@@ -99,7 +101,16 @@ func (s *server) Transfer(ctx context.Context, req *pb.TransferRequest) (*pb.Dom
 	if !ok {
 		return nil, unsupported("transfer domains")
 	}
-	return domainResponse(t.Transfer(ctx, TransferRequest{Domain: req.GetDomain(), AuthCode: req.GetAuthCode(), OwnerContact: req.GetOwnerContact()}))
+	return domainResponse(t.Transfer(ctx, TransferRequest{Domain: req.GetDomain(), AuthCode: req.GetAuthCode(), OwnerContact: req.GetOwnerContact(),
+		PriceMicros: req.GetPriceMicros(), Currency: req.GetCurrency(), IdempotencyKey: req.GetIdempotencyKey()}))
+}
+
+func (s *server) GetDomain(ctx context.Context, req *pb.DomainRequest) (*pb.DomainResponse, error) {
+	r, ok := s.r.(DomainReader)
+	if !ok {
+		return nil, unsupported("read single domains")
+	}
+	return domainResponse(r.Domain(ctx, req.GetDomain()))
 }
 
 func (s *server) AuthCode(ctx context.Context, req *pb.DomainRequest) (*pb.AuthCodeResponse, error) {

@@ -896,13 +896,16 @@ func (x *DomainRequest) GetDomain() string {
 }
 
 type CheckResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Available     bool                   `protobuf:"varint,1,opt,name=available,proto3" json:"available,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	PriceMicros   int64                  `protobuf:"varint,3,opt,name=price_micros,json=priceMicros,proto3" json:"price_micros,omitempty"`
-	Currency      string                 `protobuf:"bytes,4,opt,name=currency,proto3" json:"currency,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Available   bool                   `protobuf:"varint,1,opt,name=available,proto3" json:"available,omitempty"`
+	Reason      string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	PriceMicros int64                  `protobuf:"varint,3,opt,name=price_micros,json=priceMicros,proto3" json:"price_micros,omitempty"`
+	Currency    string                 `protobuf:"bytes,4,opt,name=currency,proto3" json:"currency,omitempty"`
+	// One year's renewal and transfer price, in millionths of currency; 0 if unknown.
+	RenewalPriceMicros  int64 `protobuf:"varint,5,opt,name=renewal_price_micros,json=renewalPriceMicros,proto3" json:"renewal_price_micros,omitempty"`
+	TransferPriceMicros int64 `protobuf:"varint,6,opt,name=transfer_price_micros,json=transferPriceMicros,proto3" json:"transfer_price_micros,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *CheckResponse) Reset() {
@@ -963,6 +966,20 @@ func (x *CheckResponse) GetCurrency() string {
 	return ""
 }
 
+func (x *CheckResponse) GetRenewalPriceMicros() int64 {
+	if x != nil {
+		return x.RenewalPriceMicros
+	}
+	return 0
+}
+
+func (x *CheckResponse) GetTransferPriceMicros() int64 {
+	if x != nil {
+		return x.TransferPriceMicros
+	}
+	return 0
+}
+
 type RegisterRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Domain         string                 `protobuf:"bytes,1,opt,name=domain,proto3" json:"domain,omitempty"`
@@ -972,6 +989,12 @@ type RegisterRequest struct {
 	TechContact    string                 `protobuf:"bytes,5,opt,name=tech_contact,json=techContact,proto3" json:"tech_contact,omitempty"`
 	BillingContact string                 `protobuf:"bytes,6,opt,name=billing_contact,json=billingContact,proto3" json:"billing_contact,omitempty"`
 	Nameservers    []string               `protobuf:"bytes,7,rep,name=nameservers,proto3" json:"nameservers,omitempty"`
+	// The price of one year the operator confirmed (a Check quote), in millionths of
+	// currency; 0 to take the registrar's price as it is.
+	PriceMicros int64  `protobuf:"varint,8,opt,name=price_micros,json=priceMicros,proto3" json:"price_micros,omitempty"`
+	Currency    string `protobuf:"bytes,9,opt,name=currency,proto3" json:"currency,omitempty"`
+	// The host's key of one confirmation: a repeated call with it charges nothing again.
+	IdempotencyKey string `protobuf:"bytes,10,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1053,6 +1076,27 @@ func (x *RegisterRequest) GetNameservers() []string {
 		return x.Nameservers
 	}
 	return nil
+}
+
+func (x *RegisterRequest) GetPriceMicros() int64 {
+	if x != nil {
+		return x.PriceMicros
+	}
+	return 0
+}
+
+func (x *RegisterRequest) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
 }
 
 type RenewRequest struct {
@@ -1160,12 +1204,16 @@ func (x *NameserversRequest) GetNameservers() []string {
 }
 
 type TransferRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Domain        string                 `protobuf:"bytes,1,opt,name=domain,proto3" json:"domain,omitempty"`
-	AuthCode      string                 `protobuf:"bytes,2,opt,name=auth_code,json=authCode,proto3" json:"auth_code,omitempty"`
-	OwnerContact  string                 `protobuf:"bytes,3,opt,name=owner_contact,json=ownerContact,proto3" json:"owner_contact,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Domain       string                 `protobuf:"bytes,1,opt,name=domain,proto3" json:"domain,omitempty"`
+	AuthCode     string                 `protobuf:"bytes,2,opt,name=auth_code,json=authCode,proto3" json:"auth_code,omitempty"`
+	OwnerContact string                 `protobuf:"bytes,3,opt,name=owner_contact,json=ownerContact,proto3" json:"owner_contact,omitempty"`
+	// As in RegisterRequest, for the transfer price.
+	PriceMicros    int64  `protobuf:"varint,4,opt,name=price_micros,json=priceMicros,proto3" json:"price_micros,omitempty"`
+	Currency       string `protobuf:"bytes,5,opt,name=currency,proto3" json:"currency,omitempty"`
+	IdempotencyKey string `protobuf:"bytes,6,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TransferRequest) Reset() {
@@ -1215,6 +1263,27 @@ func (x *TransferRequest) GetAuthCode() string {
 func (x *TransferRequest) GetOwnerContact() string {
 	if x != nil {
 		return x.OwnerContact
+	}
+	return ""
+}
+
+func (x *TransferRequest) GetPriceMicros() int64 {
+	if x != nil {
+		return x.PriceMicros
+	}
+	return 0
+}
+
+func (x *TransferRequest) GetCurrency() string {
+	if x != nil {
+		return x.Currency
+	}
+	return ""
+}
+
+func (x *TransferRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
 	}
 	return ""
 }
@@ -2802,12 +2871,14 @@ const file_fedhost_proto_rawDesc = "" +
 	"\x0eRevealResponse\x12\x14\n" +
 	"\x05value\x18\x01 \x01(\fR\x05value\"'\n" +
 	"\rDomainRequest\x12\x16\n" +
-	"\x06domain\x18\x01 \x01(\tR\x06domain\"\x84\x01\n" +
+	"\x06domain\x18\x01 \x01(\tR\x06domain\"\xea\x01\n" +
 	"\rCheckResponse\x12\x1c\n" +
 	"\tavailable\x18\x01 \x01(\bR\tavailable\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12!\n" +
 	"\fprice_micros\x18\x03 \x01(\x03R\vpriceMicros\x12\x1a\n" +
-	"\bcurrency\x18\x04 \x01(\tR\bcurrency\"\xf7\x01\n" +
+	"\bcurrency\x18\x04 \x01(\tR\bcurrency\x120\n" +
+	"\x14renewal_price_micros\x18\x05 \x01(\x03R\x12renewalPriceMicros\x122\n" +
+	"\x15transfer_price_micros\x18\x06 \x01(\x03R\x13transferPriceMicros\"\xdf\x02\n" +
 	"\x0fRegisterRequest\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x14\n" +
 	"\x05years\x18\x02 \x01(\x05R\x05years\x12#\n" +
@@ -2815,17 +2886,24 @@ const file_fedhost_proto_rawDesc = "" +
 	"\radmin_contact\x18\x04 \x01(\tR\fadminContact\x12!\n" +
 	"\ftech_contact\x18\x05 \x01(\tR\vtechContact\x12'\n" +
 	"\x0fbilling_contact\x18\x06 \x01(\tR\x0ebillingContact\x12 \n" +
-	"\vnameservers\x18\a \x03(\tR\vnameservers\"<\n" +
+	"\vnameservers\x18\a \x03(\tR\vnameservers\x12!\n" +
+	"\fprice_micros\x18\b \x01(\x03R\vpriceMicros\x12\x1a\n" +
+	"\bcurrency\x18\t \x01(\tR\bcurrency\x12'\n" +
+	"\x0fidempotency_key\x18\n" +
+	" \x01(\tR\x0eidempotencyKey\"<\n" +
 	"\fRenewRequest\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x14\n" +
 	"\x05years\x18\x02 \x01(\x05R\x05years\"N\n" +
 	"\x12NameserversRequest\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12 \n" +
-	"\vnameservers\x18\x02 \x03(\tR\vnameservers\"k\n" +
+	"\vnameservers\x18\x02 \x03(\tR\vnameservers\"\xd3\x01\n" +
 	"\x0fTransferRequest\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x1b\n" +
 	"\tauth_code\x18\x02 \x01(\tR\bauthCode\x12#\n" +
-	"\rowner_contact\x18\x03 \x01(\tR\fownerContact\"/\n" +
+	"\rowner_contact\x18\x03 \x01(\tR\fownerContact\x12!\n" +
+	"\fprice_micros\x18\x04 \x01(\x03R\vpriceMicros\x12\x1a\n" +
+	"\bcurrency\x18\x05 \x01(\tR\bcurrency\x12'\n" +
+	"\x0fidempotency_key\x18\x06 \x01(\tR\x0eidempotencyKey\"/\n" +
 	"\x10AuthCodeResponse\x12\x1b\n" +
 	"\tauth_code\x18\x01 \x01(\tR\bauthCode\"=\n" +
 	"\vLockRequest\x12\x16\n" +
@@ -2926,7 +3004,7 @@ const file_fedhost_proto_rawDesc = "" +
 	"\tProvision\x12\x1c.fedhost.v1.ProvisionRequest\x1a\x1d.fedhost.v1.ProvisionResponse\x12N\n" +
 	"\vDeprovision\x12\x1e.fedhost.v1.DeprovisionRequest\x1a\x1f.fedhost.v1.DeprovisionResponse\x12?\n" +
 	"\x06Status\x12\x19.fedhost.v1.StatusRequest\x1a\x1a.fedhost.v1.StatusResponse\x12?\n" +
-	"\x06Reveal\x12\x19.fedhost.v1.RevealRequest\x1a\x1a.fedhost.v1.RevealResponse2\x8e\a\n" +
+	"\x06Reveal\x12\x19.fedhost.v1.RevealRequest\x1a\x1a.fedhost.v1.RevealResponse2\xd2\a\n" +
 	"\tRegistrar\x12=\n" +
 	"\x05Check\x12\x19.fedhost.v1.DomainRequest\x1a\x19.fedhost.v1.CheckResponse\x12C\n" +
 	"\bRegister\x12\x1b.fedhost.v1.RegisterRequest\x1a\x1a.fedhost.v1.DomainResponse\x12=\n" +
@@ -2942,7 +3020,8 @@ const file_fedhost_proto_rawDesc = "" +
 	"\n" +
 	"GetContact\x12\x1a.fedhost.v1.ContactRequest\x1a\x13.fedhost.v1.Contact\x12Q\n" +
 	"\fListContacts\x12\x1f.fedhost.v1.ListContactsRequest\x1a .fedhost.v1.ListContactsResponse\x12N\n" +
-	"\rDeleteContact\x12\x1a.fedhost.v1.ContactRequest\x1a!.fedhost.v1.DeleteContactResponse2\xff\x03\n" +
+	"\rDeleteContact\x12\x1a.fedhost.v1.ContactRequest\x1a!.fedhost.v1.DeleteContactResponse\x12B\n" +
+	"\tGetDomain\x12\x19.fedhost.v1.DomainRequest\x1a\x1a.fedhost.v1.DomainResponse2\xff\x03\n" +
 	"\x03App\x12?\n" +
 	"\x06Schema\x12\x19.fedhost.v1.SchemaRequest\x1a\x1a.fedhost.v1.SchemaResponse\x12E\n" +
 	"\bRequests\x12\x1b.fedhost.v1.RequestsRequest\x1a\x1c.fedhost.v1.RequestsResponse\x12?\n" +
@@ -3055,42 +3134,44 @@ var file_fedhost_proto_depIdxs = []int32{
 	28, // 28: fedhost.v1.Registrar.GetContact:input_type -> fedhost.v1.ContactRequest
 	29, // 29: fedhost.v1.Registrar.ListContacts:input_type -> fedhost.v1.ListContactsRequest
 	28, // 30: fedhost.v1.Registrar.DeleteContact:input_type -> fedhost.v1.ContactRequest
-	32, // 31: fedhost.v1.App.Schema:input_type -> fedhost.v1.SchemaRequest
-	34, // 32: fedhost.v1.App.Requests:input_type -> fedhost.v1.RequestsRequest
-	37, // 33: fedhost.v1.App.Render:input_type -> fedhost.v1.RenderRequest
-	40, // 34: fedhost.v1.App.Renames:input_type -> fedhost.v1.RenamesRequest
-	43, // 35: fedhost.v1.App.Operations:input_type -> fedhost.v1.OperationsRequest
-	46, // 36: fedhost.v1.App.VersionGuard:input_type -> fedhost.v1.VersionGuardRequest
-	48, // 37: fedhost.v1.App.RoleGroups:input_type -> fedhost.v1.RoleGroupsRequest
-	1,  // 38: fedhost.v1.Plugin.Describe:output_type -> fedhost.v1.DescribeResponse
-	3,  // 39: fedhost.v1.Plugin.Configure:output_type -> fedhost.v1.ConfigureResponse
-	6,  // 40: fedhost.v1.ResourceProvider.Validate:output_type -> fedhost.v1.ValidateResponse
-	8,  // 41: fedhost.v1.ResourceProvider.Provision:output_type -> fedhost.v1.ProvisionResponse
-	10, // 42: fedhost.v1.ResourceProvider.Deprovision:output_type -> fedhost.v1.DeprovisionResponse
-	12, // 43: fedhost.v1.ResourceProvider.Status:output_type -> fedhost.v1.StatusResponse
-	14, // 44: fedhost.v1.ResourceProvider.Reveal:output_type -> fedhost.v1.RevealResponse
-	16, // 45: fedhost.v1.Registrar.Check:output_type -> fedhost.v1.CheckResponse
-	24, // 46: fedhost.v1.Registrar.Register:output_type -> fedhost.v1.DomainResponse
-	24, // 47: fedhost.v1.Registrar.Renew:output_type -> fedhost.v1.DomainResponse
-	24, // 48: fedhost.v1.Registrar.SetNameservers:output_type -> fedhost.v1.DomainResponse
-	26, // 49: fedhost.v1.Registrar.Snapshot:output_type -> fedhost.v1.SnapshotResponse
-	24, // 50: fedhost.v1.Registrar.Transfer:output_type -> fedhost.v1.DomainResponse
-	21, // 51: fedhost.v1.Registrar.AuthCode:output_type -> fedhost.v1.AuthCodeResponse
-	24, // 52: fedhost.v1.Registrar.SetLock:output_type -> fedhost.v1.DomainResponse
-	24, // 53: fedhost.v1.Registrar.RemoveDNSSEC:output_type -> fedhost.v1.DomainResponse
-	27, // 54: fedhost.v1.Registrar.PutContact:output_type -> fedhost.v1.Contact
-	27, // 55: fedhost.v1.Registrar.GetContact:output_type -> fedhost.v1.Contact
-	30, // 56: fedhost.v1.Registrar.ListContacts:output_type -> fedhost.v1.ListContactsResponse
-	31, // 57: fedhost.v1.Registrar.DeleteContact:output_type -> fedhost.v1.DeleteContactResponse
-	33, // 58: fedhost.v1.App.Schema:output_type -> fedhost.v1.SchemaResponse
-	36, // 59: fedhost.v1.App.Requests:output_type -> fedhost.v1.RequestsResponse
-	39, // 60: fedhost.v1.App.Render:output_type -> fedhost.v1.RenderResponse
-	42, // 61: fedhost.v1.App.Renames:output_type -> fedhost.v1.RenamesResponse
-	45, // 62: fedhost.v1.App.Operations:output_type -> fedhost.v1.OperationsResponse
-	47, // 63: fedhost.v1.App.VersionGuard:output_type -> fedhost.v1.VersionGuardResponse
-	50, // 64: fedhost.v1.App.RoleGroups:output_type -> fedhost.v1.RoleGroupsResponse
-	38, // [38:65] is the sub-list for method output_type
-	11, // [11:38] is the sub-list for method input_type
+	15, // 31: fedhost.v1.Registrar.GetDomain:input_type -> fedhost.v1.DomainRequest
+	32, // 32: fedhost.v1.App.Schema:input_type -> fedhost.v1.SchemaRequest
+	34, // 33: fedhost.v1.App.Requests:input_type -> fedhost.v1.RequestsRequest
+	37, // 34: fedhost.v1.App.Render:input_type -> fedhost.v1.RenderRequest
+	40, // 35: fedhost.v1.App.Renames:input_type -> fedhost.v1.RenamesRequest
+	43, // 36: fedhost.v1.App.Operations:input_type -> fedhost.v1.OperationsRequest
+	46, // 37: fedhost.v1.App.VersionGuard:input_type -> fedhost.v1.VersionGuardRequest
+	48, // 38: fedhost.v1.App.RoleGroups:input_type -> fedhost.v1.RoleGroupsRequest
+	1,  // 39: fedhost.v1.Plugin.Describe:output_type -> fedhost.v1.DescribeResponse
+	3,  // 40: fedhost.v1.Plugin.Configure:output_type -> fedhost.v1.ConfigureResponse
+	6,  // 41: fedhost.v1.ResourceProvider.Validate:output_type -> fedhost.v1.ValidateResponse
+	8,  // 42: fedhost.v1.ResourceProvider.Provision:output_type -> fedhost.v1.ProvisionResponse
+	10, // 43: fedhost.v1.ResourceProvider.Deprovision:output_type -> fedhost.v1.DeprovisionResponse
+	12, // 44: fedhost.v1.ResourceProvider.Status:output_type -> fedhost.v1.StatusResponse
+	14, // 45: fedhost.v1.ResourceProvider.Reveal:output_type -> fedhost.v1.RevealResponse
+	16, // 46: fedhost.v1.Registrar.Check:output_type -> fedhost.v1.CheckResponse
+	24, // 47: fedhost.v1.Registrar.Register:output_type -> fedhost.v1.DomainResponse
+	24, // 48: fedhost.v1.Registrar.Renew:output_type -> fedhost.v1.DomainResponse
+	24, // 49: fedhost.v1.Registrar.SetNameservers:output_type -> fedhost.v1.DomainResponse
+	26, // 50: fedhost.v1.Registrar.Snapshot:output_type -> fedhost.v1.SnapshotResponse
+	24, // 51: fedhost.v1.Registrar.Transfer:output_type -> fedhost.v1.DomainResponse
+	21, // 52: fedhost.v1.Registrar.AuthCode:output_type -> fedhost.v1.AuthCodeResponse
+	24, // 53: fedhost.v1.Registrar.SetLock:output_type -> fedhost.v1.DomainResponse
+	24, // 54: fedhost.v1.Registrar.RemoveDNSSEC:output_type -> fedhost.v1.DomainResponse
+	27, // 55: fedhost.v1.Registrar.PutContact:output_type -> fedhost.v1.Contact
+	27, // 56: fedhost.v1.Registrar.GetContact:output_type -> fedhost.v1.Contact
+	30, // 57: fedhost.v1.Registrar.ListContacts:output_type -> fedhost.v1.ListContactsResponse
+	31, // 58: fedhost.v1.Registrar.DeleteContact:output_type -> fedhost.v1.DeleteContactResponse
+	24, // 59: fedhost.v1.Registrar.GetDomain:output_type -> fedhost.v1.DomainResponse
+	33, // 60: fedhost.v1.App.Schema:output_type -> fedhost.v1.SchemaResponse
+	36, // 61: fedhost.v1.App.Requests:output_type -> fedhost.v1.RequestsResponse
+	39, // 62: fedhost.v1.App.Render:output_type -> fedhost.v1.RenderResponse
+	42, // 63: fedhost.v1.App.Renames:output_type -> fedhost.v1.RenamesResponse
+	45, // 64: fedhost.v1.App.Operations:output_type -> fedhost.v1.OperationsResponse
+	47, // 65: fedhost.v1.App.VersionGuard:output_type -> fedhost.v1.VersionGuardResponse
+	50, // 66: fedhost.v1.App.RoleGroups:output_type -> fedhost.v1.RoleGroupsResponse
+	39, // [39:67] is the sub-list for method output_type
+	11, // [11:39] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name

@@ -441,6 +441,7 @@ const (
 	Registrar_GetContact_FullMethodName     = "/fedhost.v1.Registrar/GetContact"
 	Registrar_ListContacts_FullMethodName   = "/fedhost.v1.Registrar/ListContacts"
 	Registrar_DeleteContact_FullMethodName  = "/fedhost.v1.Registrar/DeleteContact"
+	Registrar_GetDomain_FullMethodName      = "/fedhost.v1.Registrar/GetDomain"
 )
 
 // RegistrarClient is the client API for Registrar service.
@@ -462,6 +463,9 @@ type RegistrarClient interface {
 	GetContact(ctx context.Context, in *ContactRequest, opts ...grpc.CallOption) (*Contact, error)
 	ListContacts(ctx context.Context, in *ListContactsRequest, opts ...grpc.CallOption) (*ListContactsResponse, error)
 	DeleteContact(ctx context.Context, in *ContactRequest, opts ...grpc.CallOption) (*DeleteContactResponse, error)
+	// GetDomain reads one domain; the host follows a pending registration or transfer
+	// with it (Snapshot where a driver does not offer it).
+	GetDomain(ctx context.Context, in *DomainRequest, opts ...grpc.CallOption) (*DomainResponse, error)
 }
 
 type registrarClient struct {
@@ -602,6 +606,16 @@ func (c *registrarClient) DeleteContact(ctx context.Context, in *ContactRequest,
 	return out, nil
 }
 
+func (c *registrarClient) GetDomain(ctx context.Context, in *DomainRequest, opts ...grpc.CallOption) (*DomainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DomainResponse)
+	err := c.cc.Invoke(ctx, Registrar_GetDomain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RegistrarServer is the server API for Registrar service.
 // All implementations must embed UnimplementedRegistrarServer
 // for forward compatibility.
@@ -621,6 +635,9 @@ type RegistrarServer interface {
 	GetContact(context.Context, *ContactRequest) (*Contact, error)
 	ListContacts(context.Context, *ListContactsRequest) (*ListContactsResponse, error)
 	DeleteContact(context.Context, *ContactRequest) (*DeleteContactResponse, error)
+	// GetDomain reads one domain; the host follows a pending registration or transfer
+	// with it (Snapshot where a driver does not offer it).
+	GetDomain(context.Context, *DomainRequest) (*DomainResponse, error)
 	mustEmbedUnimplementedRegistrarServer()
 }
 
@@ -669,6 +686,9 @@ func (UnimplementedRegistrarServer) ListContacts(context.Context, *ListContactsR
 }
 func (UnimplementedRegistrarServer) DeleteContact(context.Context, *ContactRequest) (*DeleteContactResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteContact not implemented")
+}
+func (UnimplementedRegistrarServer) GetDomain(context.Context, *DomainRequest) (*DomainResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDomain not implemented")
 }
 func (UnimplementedRegistrarServer) mustEmbedUnimplementedRegistrarServer() {}
 func (UnimplementedRegistrarServer) testEmbeddedByValue()                   {}
@@ -925,6 +945,24 @@ func _Registrar_DeleteContact_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Registrar_GetDomain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DomainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RegistrarServer).GetDomain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Registrar_GetDomain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RegistrarServer).GetDomain(ctx, req.(*DomainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Registrar_ServiceDesc is the grpc.ServiceDesc for Registrar service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -983,6 +1021,10 @@ var Registrar_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteContact",
 			Handler:    _Registrar_DeleteContact_Handler,
+		},
+		{
+			MethodName: "GetDomain",
+			Handler:    _Registrar_GetDomain_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
