@@ -36,7 +36,7 @@ func (d *driver) PutContact(ctx context.Context, c registrar.Contact) (registrar
 		return registrar.Contact{}, err
 	}
 	if len(c.Organization) > 255 {
-		return registrar.Contact{}, sdk.Invalid("contact/organization", "at most 255 characters")
+		return registrar.Contact{}, sdk.Invalid("organization", "at most 255 characters")
 	}
 	phone, _ := reqcheck.Phone(c.Phone) // checked above
 	params := map[string]any{"name": c.Name, "street": c.Street, "city": c.City, "pc": c.PostalCode,
@@ -65,7 +65,7 @@ func (d *driver) PutContact(ctx context.Context, c registrar.Contact) (registrar
 		c.ID = strconv.FormatInt(int64(res.ID), 10)
 		return c, nil
 	}
-	id, err := contactID("contact/id", c.ID)
+	id, err := contactID("id", c.ID)
 	if err != nil {
 		return registrar.Contact{}, err
 	}

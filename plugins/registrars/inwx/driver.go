@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,9 +60,9 @@ func pending(s string) bool { return strings.Contains(strings.ToUpper(s), "PENDI
 func status(s string) string {
 	switch u := strings.ToUpper(strings.TrimSpace(s)); {
 	case pending(u):
-		return "pending"
+		return registrar.StatusPending
 	case u == "OK" || u == "ACTIVE":
-		return "active"
+		return registrar.StatusActive
 	}
 	return reqcheck.Text(strings.ToLower(s), 64)
 }
@@ -79,6 +80,10 @@ func (d *driver) settle(ctx context.Context, rpc *domrobot, cfg *config, name st
 	deadline := time.Now().Add(cfg.pendingWait)
 	for {
 		i, err := d.info(ctx, rpc, name)
+		if sdk.CodeOf(err) == sdk.CodeNotFound {
+			// INWX accepted the order, and the registry ended it without the domain.
+			return registrar.Domain{Name: name, Status: registrar.StatusFailed}, nil
+		}
 		if err != nil {
 			return registrar.Domain{}, err
 		}
@@ -93,7 +98,16 @@ func (d *driver) settle(ctx context.Context, rpc *domrobot, cfg *config, name st
 	}
 }
 
-// Check calls domain.check; its price is the account's for one year.
+// checked is one domain of domain.check's answer.
+type checked struct {
+	Domain string `json:"domain"`
+	Avail  number `json:"avail"`
+	Status string `json:"status"`
+	Price  price  `json:"price"`
+}
+
+// Check calls domain.check for the availability and the price of a year, and
+// domain.getPrices for the TLD's renewal and transfer prices and the currency.
 func (d *driver) Check(ctx context.Context, domain string) (registrar.Availability, error) {
 	name, err := reqcheck.Domain("domain", domain)
 	if err != nil {
@@ -104,27 +118,85 @@ func (d *driver) Check(ctx context.Context, domain string) (registrar.Availabili
 		return registrar.Availability{}, err
 	}
 	var res struct {
-		Domain []struct {
-			Domain string `json:"domain"`
-			Avail  number `json:"avail"`
-			Status string `json:"status"`
-			Price  price  `json:"price"`
-		} `json:"domain"`
+		Domain []checked `json:"domain"`
 	}
 	if _, err := rpc.call(ctx, "domain.check", map[string]any{"domain": name, "wide": 2}, &res, "domain"); err != nil {
 		return registrar.Availability{}, err
 	}
-	for _, c := range res.Domain {
-		if !strings.EqualFold(c.Domain, name) {
-			continue
-		}
-		a := registrar.Availability{Available: c.Avail == 1, PriceMicros: int64(c.Price), Currency: cfg.currency}
-		if !a.Available {
-			a.Reason = "INWX says: " + reqcheck.Text(c.Status, 64)
-		}
-		return a, nil
+	i := slices.IndexFunc(res.Domain, func(c checked) bool { return strings.EqualFold(c.Domain, name) })
+	if i < 0 {
+		return registrar.Availability{}, sdk.Errorf(sdk.CodeInternal, "INWX domain.check answered without the domain asked for")
 	}
-	return registrar.Availability{}, sdk.Errorf(sdk.CodeInternal, "INWX domain.check answered without the domain asked for")
+	c := res.Domain[i]
+	a := registrar.Availability{Available: c.Avail == 1, PriceMicros: int64(c.Price), Currency: cfg.currency}
+	if !a.Available {
+		a.Reason = "INWX says: " + reqcheck.Text(c.Status, 64)
+	}
+	var prices struct {
+		Price []struct {
+			TLD           string `json:"tld"`
+			Currency      string `json:"currency"`
+			RenewalPrice  price  `json:"renewalPrice"`
+			TransferPrice price  `json:"transferPrice"`
+		} `json:"price"`
+	}
+	tld := name[strings.LastIndexByte(name, '.')+1:]
+	if _, err := rpc.call(ctx, "domain.getPrices", map[string]any{"tld": []string{tld}, "vat": false}, &prices, "domain"); err != nil {
+		return registrar.Availability{}, err
+	}
+	for _, p := range prices.Price {
+		if strings.EqualFold(p.TLD, tld) {
+			a.RenewalPriceMicros, a.TransferPriceMicros = int64(p.RenewalPrice), int64(p.TransferPrice)
+			if cur := strings.ToUpper(p.Currency); len(cur) == 3 && strings.Trim(cur, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == "" {
+				a.Currency = cur
+			}
+		}
+	}
+	return a, nil
+}
+
+// confirm refuses an order whose confirmed price or currency is not what INWX asks now,
+// before anything is charged; a zero price confirms nothing.
+func confirm(confirmed int64, currency string, asked int64, askedCurrency string) error {
+	if currency != "" && currency != askedCurrency {
+		return sdk.Invalid("currency", "INWX quotes in %s, not in the currency confirmed: check the domain again and confirm its price", askedCurrency)
+	}
+	if confirmed != 0 && confirmed != asked {
+		return sdk.Invalid("price_micros", "INWX asks %s %s a year now, not the price confirmed: check the domain again and confirm the new price",
+			reqcheck.FormatMicros(asked), askedCurrency)
+	}
+	return nil
+}
+
+// held answers a domain the account holds already, as it is: how a repeated Register
+// or Transfer of one confirmation charges nothing again (DomRobot takes no idempotency
+// key). ok is false when the account does not hold it.
+func (d *driver) held(ctx context.Context, rpc *domrobot, name string) (registrar.Domain, bool, error) {
+	i, err := d.info(ctx, rpc, name)
+	switch {
+	case err == nil:
+		return i.toDomain(), true, nil
+	case sdk.CodeOf(err) == sdk.CodeNotFound:
+		return registrar.Domain{}, false, nil
+	}
+	return registrar.Domain{}, false, err
+}
+
+// Domain reads one domain with domain.info.
+func (d *driver) Domain(ctx context.Context, domain string) (registrar.Domain, error) {
+	name, err := reqcheck.Domain("domain", domain)
+	if err != nil {
+		return registrar.Domain{}, err
+	}
+	rpc, _, err := d.client()
+	if err != nil {
+		return registrar.Domain{}, err
+	}
+	i, err := d.info(ctx, rpc, name)
+	if err != nil {
+		return registrar.Domain{}, err
+	}
+	return i.toDomain(), nil
 }
 
 // contactID reads a contact id of the contract as INWX's numeric handle.
@@ -134,6 +206,27 @@ func contactID(field, id string) (int64, error) {
 		return 0, sdk.Invalid(field, "give the id of an INWX contact (a positive number, as PutContact returns)")
 	}
 	return n, nil
+}
+
+// contactParams sets the contact handles of domain.create; the owner stands in for a
+// contact not given.
+func contactParams(params map[string]any, req registrar.RegisterRequest) error {
+	owner, err := contactID("owner_contact", req.OwnerContact)
+	if err != nil {
+		return err
+	}
+	params["registrant"] = owner
+	for _, c := range []struct{ field, param, id string }{
+		{"admin_contact", "admin", req.AdminContact}, {"tech_contact", "tech", req.TechContact}, {"billing_contact", "billing", req.BillingContact},
+	} {
+		params[c.param] = owner
+		if c.id != "" {
+			if params[c.param], err = contactID(c.field, c.id); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Register calls domain.create with the contact handles, then follows the registry until
@@ -148,21 +241,6 @@ func (d *driver) Register(ctx context.Context, req registrar.RegisterRequest) (r
 		return registrar.Domain{}, err
 	}
 	params := map[string]any{"domain": name, "period": fmt.Sprintf("%dY", years)}
-	owner, err := contactID("owner_contact", req.OwnerContact)
-	if err != nil {
-		return registrar.Domain{}, err
-	}
-	params["registrant"] = owner
-	for _, c := range []struct{ field, param, id string }{
-		{"admin_contact", "admin", req.AdminContact}, {"tech_contact", "tech", req.TechContact}, {"billing_contact", "billing", req.BillingContact},
-	} {
-		params[c.param] = owner
-		if c.id != "" {
-			if params[c.param], err = contactID(c.field, c.id); err != nil {
-				return registrar.Domain{}, err
-			}
-		}
-	}
 	if len(req.Nameservers) > 0 {
 		if params["ns"], err = reqcheck.Nameservers("nameservers", req.Nameservers); err != nil {
 			return registrar.Domain{}, err
@@ -170,6 +248,21 @@ func (d *driver) Register(ctx context.Context, req registrar.RegisterRequest) (r
 	}
 	rpc, cfg, err := d.client()
 	if err != nil {
+		return registrar.Domain{}, err
+	}
+	if dom, ok, err := d.held(ctx, rpc, name); err != nil || ok {
+		return dom, err
+	}
+	if req.PriceMicros != 0 || req.Currency != "" {
+		a, err := d.Check(ctx, name)
+		if err != nil {
+			return registrar.Domain{}, err
+		}
+		if err := confirm(req.PriceMicros, req.Currency, a.PriceMicros, a.Currency); err != nil {
+			return registrar.Domain{}, err
+		}
+	}
+	if err := contactParams(params, req); err != nil {
 		return registrar.Domain{}, err
 	}
 	if _, err := rpc.call(ctx, "domain.create", params, nil, "domain"); err != nil {
@@ -264,6 +357,18 @@ func (d *driver) Transfer(ctx context.Context, req registrar.TransferRequest) (r
 	if err != nil {
 		return registrar.Domain{}, err
 	}
+	if dom, ok, err := d.held(ctx, rpc, name); err != nil || ok {
+		return dom, err
+	}
+	if req.PriceMicros != 0 || req.Currency != "" {
+		a, err := d.Check(ctx, name)
+		if err != nil {
+			return registrar.Domain{}, err
+		}
+		if err := confirm(req.PriceMicros, req.Currency, a.TransferPriceMicros, a.Currency); err != nil {
+			return registrar.Domain{}, err
+		}
+	}
 	if _, err := rpc.call(ctx, "domain.transfer", params, nil, "auth_code"); err != nil {
 		return registrar.Domain{}, err
 	}
@@ -322,8 +427,9 @@ func (d *driver) Snapshot(ctx context.Context) ([]registrar.Domain, error) {
 }
 
 var (
-	_ registrar.Registrar  = (*driver)(nil)
-	_ registrar.Transferer = (*driver)(nil)
-	_ registrar.Locker     = (*driver)(nil)
-	_ sdk.Configurer       = (*driver)(nil)
+	_ registrar.Registrar    = (*driver)(nil)
+	_ registrar.Transferer   = (*driver)(nil)
+	_ registrar.Locker       = (*driver)(nil)
+	_ registrar.DomainReader = (*driver)(nil)
+	_ sdk.Configurer         = (*driver)(nil)
 )

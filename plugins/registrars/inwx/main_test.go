@@ -16,6 +16,7 @@ import (
 	"github.com/fedhost/fedhost/plugins/registrars/inwx/internal/inwxtest"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/client"
+	"github.com/fedhost/fedhost/sdk/conformance"
 	"github.com/fedhost/fedhost/sdk/registrar"
 )
 
@@ -207,8 +208,8 @@ func TestRefusals(t *testing.T) {
 		}, sdk.CodeInvalid, "years"},
 		{"nameserver", func() error { _, err := b.reg.SetNameservers(b.ctx, "acme.test", []string{"ns1..x"}); return err }, sdk.CodeInvalid, "nameservers/0"},
 		{"not in account", func() error { _, err := b.reg.SetLock(b.ctx, "other.test", true); return err }, sdk.CodeNotFound, ""},
-		{"phone", func() error { c := ada; c.Phone = "030 123456"; _, err := b.reg.PutContact(b.ctx, c); return err }, sdk.CodeInvalid, "contact/phone"},
-		{"country", func() error { c := ada; c.Country = "Germany"; _, err := b.reg.PutContact(b.ctx, c); return err }, sdk.CodeInvalid, "contact/country"},
+		{"phone", func() error { c := ada; c.Phone = "030 123456"; _, err := b.reg.PutContact(b.ctx, c); return err }, sdk.CodeInvalid, "phone"},
+		{"country", func() error { c := ada; c.Country = "Germany"; _, err := b.reg.PutContact(b.ctx, c); return err }, sdk.CodeInvalid, "country"},
 	} {
 		err := c.call()
 		require.Equal(t, c.code, sdk.CodeOf(err), "%s: %v", c.name, err)
@@ -261,9 +262,58 @@ func TestUnavailable(t *testing.T) {
 		_, err = b.reg.Check(b.ctx, "acme.test")
 		require.NoError(t, err, "a rate limit is waited out")
 	}
-	b.srv.RateLimit(1, time.Hour)
-	_, err = b.reg.Check(b.ctx, "acme.test")
-	require.NoError(t, err)
+	b.srv.RateLimit(1, time.Hour) // a check is two calls: domain.check and domain.getPrices
 	_, err = b.reg.Check(b.ctx, "acme.test")
 	require.Equal(t, sdk.CodeUnavailable, sdk.CodeOf(err), "a rate limit that holds: %v", err)
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	srv := inwxtest.Start(user, password)
+	t.Cleanup(srv.Close)
+	srv.Take("taken.test")
+	srv.Pending("slow-registry.test", 3)
+	srv.AddDomain("renewable.test", time.Now().AddDate(0, 0, 20))
+	srv.AddForeign("incoming.example", "Xq7-auth-Code!")
+	uf, pf := writeCredentials(t, user, password)
+	raw, err := json.Marshal(map[string]any{"base_url": srv.URL(), "username_file": uf, "password_file": pf,
+		"timeout_seconds": 5, "pending_wait_seconds": 0, "poll_milliseconds": 20})
+	require.NoError(t, err)
+	conformance.Registrar(t, binary, conformance.RegistrarCase{
+		Settings:         raw,
+		Secrets:          []string{password, "Xq7-auth-Code!"},
+		Available:        "fedhost-conformance.test",
+		Taken:            "taken.test",
+		Pending:          "slow-registry.test",
+		Renew:            "renewable.test",
+		Transfer:         "incoming.example",
+		TransferAuthCode: "Xq7-auth-Code!",
+		Nameservers:      []string{"ns1.provider.example", "ns2.provider.example"},
+		Contact:          ada,
+		FollowInterval:   20 * time.Millisecond,
+		FollowTimeout:    10 * time.Second,
+	})
+	require.Equal(t, 1, srv.Count("domain.create")-1, "the repeated register and the refused price created nothing (one create each for Available and Pending)")
+}
+
+// A confirmed price that is not INWX's now is refused before domain.create.
+func TestPriceChanged(t *testing.T) {
+	t.Parallel()
+	b := setup(t, nil)
+	owner, err := b.reg.PutContact(b.ctx, ada)
+	require.NoError(t, err)
+	a, err := b.reg.Check(b.ctx, "acme.test")
+	require.NoError(t, err)
+	require.Equal(t, int64(9_990_000), a.RenewalPriceMicros)
+	require.Equal(t, int64(7_500_000), a.TransferPriceMicros)
+	b.srv.SetPrice("test", "11.99")
+	_, err = b.reg.Register(b.ctx, registrar.RegisterRequest{Domain: "acme.test", OwnerContact: owner.ID, PriceMicros: a.PriceMicros, Currency: a.Currency})
+	require.Equal(t, "price_micros", sdk.FieldOf(err), "%v", err)
+	require.Contains(t, err.Error(), "11.99")
+	_, err = b.reg.Register(b.ctx, registrar.RegisterRequest{Domain: "acme.test", OwnerContact: owner.ID, PriceMicros: 11_990_000, Currency: "USD"})
+	require.Equal(t, "currency", sdk.FieldOf(err), "%v", err)
+	require.Equal(t, 0, b.srv.Count("domain.create"), "nothing ordered")
+	d, err := b.reg.Register(b.ctx, registrar.RegisterRequest{Domain: "acme.test", OwnerContact: owner.ID, PriceMicros: 11_990_000, Currency: "EUR"})
+	require.NoError(t, err)
+	require.Equal(t, registrar.StatusActive, d.Status)
 }

@@ -96,7 +96,7 @@ func (p PhoneNumber) EPP() string { return fmt.Sprintf("+%d.%s", p.CountryCode, 
 // Phone checks an E.164 number (+4930123456) against the numbering plans
 // (libphonenumber's metadata) and splits off its country calling code.
 func Phone(phone string) (PhoneNumber, error) {
-	bad := sdk.Invalid("contact/phone", "give a valid number in E.164 form: +, country code, number, digits only (+4930123456)")
+	bad := sdk.Invalid("phone", "give a valid number in E.164 form: +, country code, number, digits only (+4930123456)")
 	if !e164.MatchString(phone) {
 		return PhoneNumber{}, bad
 	}
@@ -116,11 +116,11 @@ func ParseEPPPhone(s string) string {
 	return "+" + cc + nat
 }
 
-// Contact checks what every registrar needs of a contact; fields are named as in the
-// contract's Contact (contact/name and so on).
+// Contact checks what every registrar needs of a contact; fields are named as the
+// contract's Contact fields (name, phone, country and so on).
 func Contact(name, email, phone, street, city, postalCode, countryCode string) error {
 	for _, f := range []struct{ field, v string }{
-		{"contact/name", name}, {"contact/street", street}, {"contact/city", city}, {"contact/postal_code", postalCode},
+		{"name", name}, {"street", street}, {"city", city}, {"postal_code", postalCode},
 	} {
 		if strings.TrimSpace(f.v) == "" {
 			return sdk.Invalid(f.field, "give this part of the contact")
@@ -133,13 +133,13 @@ func Contact(name, email, phone, street, city, postalCode, countryCode string) e
 		}
 	}
 	if !country.MatchString(countryCode) {
-		return sdk.Invalid("contact/country", "give an ISO 3166-1 alpha-2 code in capitals (DE, NL, US)")
+		return sdk.Invalid("country", "give an ISO 3166-1 alpha-2 code in capitals (DE, NL, US)")
 	}
 	if _, err := Phone(phone); err != nil {
 		return err
 	}
 	if a, err := mail.ParseAddress(email); err != nil || a.Address != email || len(email) > 254 {
-		return sdk.Invalid("contact/email", "give a bare e-mail address (hostmaster@example.com)")
+		return sdk.Invalid("email", "give a bare e-mail address (hostmaster@example.com)")
 	}
 	return nil
 }
@@ -170,6 +170,18 @@ func Micros(s string) (int64, error) {
 		f, _ = strconv.ParseInt(frac+strings.Repeat("0", 6-len(frac)), 10, 64)
 	}
 	return w*1_000_000 + f, nil
+}
+
+// FormatMicros writes millionths as a decimal price (9990000 as 9.99).
+func FormatMicros(m int64) string {
+	s := fmt.Sprintf("%d.%06d", m/1_000_000, m%1_000_000)
+	s = strings.TrimRight(s, "0")
+	if strings.HasSuffix(s, ".") {
+		s += "00"
+	} else if i := strings.IndexByte(s, '.'); len(s)-i == 2 {
+		s += "0"
+	}
+	return s
 }
 
 // Text bounds a string that came from a registrar before it is stored or shown: at most

@@ -22,6 +22,13 @@ func TestMicros(t *testing.T) {
 	}
 }
 
+func TestFormatMicros(t *testing.T) {
+	t.Parallel()
+	for m, want := range map[int64]string{9_990_000: "9.99", 12_000_000: "12.00", 125_000: "0.125", 12_500_000: "12.50"} {
+		require.Equal(t, want, FormatMicros(m))
+	}
+}
+
 func TestDomainAndContact(t *testing.T) {
 	t.Parallel()
 	d, err := Domain("domain", "Acme.Test.")
@@ -35,7 +42,7 @@ func TestDomainAndContact(t *testing.T) {
 		return []string{"Ada Lovelace", "ada@example.com", "+4930123456", "Main St 1", "Berlin", "10115", "DE"}
 	}
 	require.NoError(t, Contact(ok()[0], ok()[1], ok()[2], ok()[3], ok()[4], ok()[5], ok()[6]))
-	for field, i := range map[string]int{"contact/email": 1, "contact/phone": 2, "contact/country": 6, "contact/city": 4} {
+	for field, i := range map[string]int{"email": 1, "phone": 2, "country": 6, "city": 4} {
 		c := ok()
 		c[i] = map[int]string{1: "Ada <ada@example.com>", 2: "030 123456", 6: "Germany", 4: ""}[i]
 		err := Contact(c[0], c[1], c[2], c[3], c[4], c[5], c[6])
@@ -53,7 +60,7 @@ func TestPhone(t *testing.T) {
 	require.Equal(t, "+4930123456", ParseEPPPhone(p.EPP()))
 	for _, bad := range []string{"+49", "+999123456789", "004930123456", "+1 202 555 0100"} {
 		_, err := Phone(bad)
-		require.Equal(t, "contact/phone", sdk.FieldOf(err), bad)
+		require.Equal(t, "phone", sdk.FieldOf(err), bad)
 	}
 	require.Empty(t, ParseEPPPhone("+49-30"))
 }

@@ -55,6 +55,7 @@ type Server struct {
 	failStatus   int
 	delay        time.Duration
 	pendingPolls int
+	pendingFor   map[string]int
 	rateMax      int
 	rateWindow   time.Duration
 	rateStart    time.Time
@@ -64,7 +65,7 @@ type Server struct {
 // Start runs a DomRobot on loopback that accepts user and pass; stop it with Close.
 func Start(user, pass string) *Server {
 	s := &Server{user: user, pass: pass, sessions: map[string]bool{}, domains: map[string]*Domain{},
-		contacts: map[int]*Contact{}, nextContact: 1000, taken: map[string]bool{}, foreign: map[string]string{},
+		contacts: map[int]*Contact{}, nextContact: 1000, taken: map[string]bool{}, foreign: map[string]string{}, pendingFor: map[string]int{},
 		prices: map[string]string{"test": "9.99", "example": "12.50"}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
 	return s
@@ -111,6 +112,28 @@ func (s *Server) PendingPolls(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pendingPolls = n
+}
+
+// Pending makes the registration or transfer of name alone answer 1001 and stay
+// pending for the next polls domain.info calls on it.
+func (s *Server) Pending(name string, polls int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pendingFor[name] = polls
+}
+
+// AddDomain puts name in the account, expiring at expires.
+func (s *Server) AddDomain(name string, expires time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.domains[name] = &Domain{Name: name, Expires: expires.UTC().Truncate(time.Second), AuthCode: token()}
+}
+
+// SetPrice changes the yearly price of a TLD ("9.99").
+func (s *Server) SetPrice(tld, price string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.prices[tld] = price
 }
 
 // RateLimit answers 429 with Retry-After: 1 to requests past max in each window.
@@ -285,6 +308,8 @@ func (s *Server) dispatch(method string, p map[string]any) result {
 		return ok(s.info(d))
 	case "domain.list":
 		return s.list(p)
+	case "domain.getPrices":
+		return s.getPrices(p)
 	case "domain.renew":
 		return s.renew(p)
 	case "domain.update":
@@ -360,6 +385,22 @@ func (s *Server) check(p map[string]any) result {
 	return ok(map[string]any{"domain": out})
 }
 
+// transferPrice is what a transfer in costs beside a TLD's yearly price.
+const transferPrice = "7.50"
+
+func (s *Server) getPrices(p map[string]any) result {
+	raw, _ := p["tld"].([]any)
+	out := []any{}
+	for _, t := range raw {
+		tld, _ := t.(string)
+		if price, known := s.prices[tld]; known {
+			out = append(out, map[string]any{"tld": tld, "currency": "EUR", "createPrice": json.Number(price),
+				"renewalPrice": json.Number(price), "transferPrice": json.Number(transferPrice), "createPeriod": 12})
+		}
+	}
+	return ok(map[string]any{"price": out})
+}
+
 func (s *Server) contactsOK(p map[string]any) result {
 	for _, k := range []string{"registrant", "admin", "tech", "billing"} {
 		if _, ok2 := s.contacts[num(p, k)]; !ok2 {
@@ -416,6 +457,9 @@ func (s *Server) create(p map[string]any) result {
 	years, _ := strconv.Atoi(strings.TrimSuffix(per, "Y"))
 	d := &Domain{Name: name, Expires: time.Now().UTC().Truncate(time.Second).AddDate(years, 0, 0), Nameservers: ns,
 		AuthCode: token(), Registrant: num(p, "registrant"), pendingLeft: s.pendingPolls, pendingState: "PENDING CREATE"}
+	if n, found := s.pendingFor[name]; found {
+		d.pendingLeft = n
+	}
 	s.domains[name] = d
 	data := map[string]any{"roId": len(s.domains), "price": json.Number(s.prices[tld(name)]), "currency": "EUR"}
 	if d.pendingLeft > 0 {
@@ -525,7 +569,7 @@ func (s *Server) transfer(p map[string]any) result {
 	}
 	delete(s.foreign, name)
 	s.domains[name] = &Domain{Name: name, Expires: time.Now().UTC().Truncate(time.Second).AddDate(1, 0, 0),
-		AuthCode: token(), Registrant: num(p, "registrant"), pendingLeft: max(s.pendingPolls, 1), pendingState: "PENDING TRANSFER"}
+		AuthCode: token(), Registrant: num(p, "registrant"), pendingLeft: max(s.pendingPolls, s.pendingFor[name], 1), pendingState: "PENDING TRANSFER"}
 	return result{Code: 1001, Msg: eppText[1001], ResData: map[string]any{"price": json.Number(s.prices[tld(name)])}}
 }
 
