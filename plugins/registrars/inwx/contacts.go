@@ -5,22 +5,23 @@ import (
 	"strconv"
 
 	"github.com/fedhost/fedhost/plugins/registrars/internal/reqcheck"
+	"github.com/fedhost/fedhost/plugins/registrars/internal/wirevalue"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/registrar"
 )
 
 // contact is a contact as contact.info and contact.list give it.
 type contact struct {
-	ID     number `json:"id"`
-	Type   string `json:"type"`
-	Name   string `json:"name"`
-	Org    string `json:"org"`
-	Street string `json:"street"`
-	City   string `json:"city"`
-	PC     string `json:"pc"`
-	CC     string `json:"cc"`
-	Voice  string `json:"voice"`
-	Email  string `json:"email"`
+	ID     wirevalue.Number `json:"id"`
+	Type   string           `json:"type"`
+	Name   string           `json:"name"`
+	Org    string           `json:"org"`
+	Street string           `json:"street"`
+	City   string           `json:"city"`
+	PC     string           `json:"pc"`
+	CC     string           `json:"cc"`
+	Voice  string           `json:"voice"`
+	Email  string           `json:"email"`
 }
 
 func (c contact) toContact() registrar.Contact {
@@ -54,7 +55,7 @@ func (d *driver) PutContact(ctx context.Context, c registrar.Contact) (registrar
 			params["type"] = "ORG"
 		}
 		var res struct {
-			ID number `json:"id"`
+			ID wirevalue.Number `json:"id"`
 		}
 		if _, err := rpc.call(ctx, "contact.create", params, &res, "contact"); err != nil {
 			return registrar.Contact{}, err
@@ -104,8 +105,8 @@ func (d *driver) ListContacts(ctx context.Context) ([]registrar.Contact, error) 
 	var out []registrar.Contact
 	for page := 1; page <= snapshotPages; page++ {
 		var res struct {
-			Count   number    `json:"count"`
-			Contact []contact `json:"contact"`
+			Count   wirevalue.Number `json:"count"`
+			Contact []contact        `json:"contact"`
 		}
 		if _, err := rpc.call(ctx, "contact.list", map[string]any{"page": page, "pagelimit": snapshotPageSize}, &res, "contact"); err != nil {
 			return nil, err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fedhost/fedhost/plugins/registrars/internal/reqcheck"
+	"github.com/fedhost/fedhost/plugins/registrars/internal/wirevalue"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/registrar"
 )
@@ -32,12 +33,12 @@ func (d *driver) client() (*domrobot, *config, error) {
 
 // domainInfo is domain.info's resData and one entry of domain.list's.
 type domainInfo struct {
-	Domain       string    `json:"domain"`
-	ExDate       timestamp `json:"exDate"`
-	Status       string    `json:"status"`
-	TransferLock flag      `json:"transferLock"`
-	NS           []string  `json:"ns"`
-	AuthCode     string    `json:"authCode"`
+	Domain       string         `json:"domain"`
+	ExDate       wirevalue.Time `json:"exDate"`
+	Status       string         `json:"status"`
+	TransferLock wirevalue.Flag `json:"transferLock"`
+	NS           []string       `json:"ns"`
+	AuthCode     string         `json:"authCode"`
 }
 
 func (i domainInfo) toDomain() registrar.Domain {
@@ -100,10 +101,10 @@ func (d *driver) settle(ctx context.Context, rpc *domrobot, cfg *config, name st
 
 // checked is one domain of domain.check's answer.
 type checked struct {
-	Domain string `json:"domain"`
-	Avail  number `json:"avail"`
-	Status string `json:"status"`
-	Price  price  `json:"price"`
+	Domain string           `json:"domain"`
+	Avail  wirevalue.Number `json:"avail"`
+	Status string           `json:"status"`
+	Price  wirevalue.Price  `json:"price"`
 }
 
 // Check calls domain.check for the availability and the price of a year, and
@@ -134,10 +135,10 @@ func (d *driver) Check(ctx context.Context, domain string) (registrar.Availabili
 	}
 	var prices struct {
 		Price []struct {
-			TLD           string `json:"tld"`
-			Currency      string `json:"currency"`
-			RenewalPrice  price  `json:"renewalPrice"`
-			TransferPrice price  `json:"transferPrice"`
+			TLD           string          `json:"tld"`
+			Currency      string          `json:"currency"`
+			RenewalPrice  wirevalue.Price `json:"renewalPrice"`
+			TransferPrice wirevalue.Price `json:"transferPrice"`
 		} `json:"price"`
 	}
 	tld := name[strings.LastIndexByte(name, '.')+1:]
@@ -410,8 +411,8 @@ func (d *driver) Snapshot(ctx context.Context) ([]registrar.Domain, error) {
 	var out []registrar.Domain
 	for page := 1; page <= snapshotPages; page++ {
 		var res struct {
-			Count  number       `json:"count"`
-			Domain []domainInfo `json:"domain"`
+			Count  wirevalue.Number `json:"count"`
+			Domain []domainInfo     `json:"domain"`
 		}
 		if _, err := rpc.call(ctx, "domain.list", map[string]any{"page": page, "pagelimit": snapshotPageSize, "wide": 2}, &res, "domain"); err != nil {
 			return nil, err

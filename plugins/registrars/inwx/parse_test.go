@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fedhost/fedhost/plugins/registrars/internal/wirevalue"
 )
 
 func TestParseResponse(t *testing.T) {
@@ -26,10 +28,10 @@ func TestParseResponse(t *testing.T) {
 	require.Equal(t, "active", d.Status)
 
 	var p struct {
-		Price price `json:"price"`
+		Price wirevalue.Price `json:"price"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(`{"price":12.5}`), &p))
-	require.Equal(t, price(12_500_000), p.Price)
+	require.Equal(t, wirevalue.Price(12_500_000), p.Price)
 	require.Error(t, json.Unmarshal([]byte(`{"price":-1}`), &p))
 }
 
@@ -53,8 +55,8 @@ func FuzzParseResponse(f *testing.F) {
 		}
 		var c struct {
 			Domain []struct {
-				Avail number `json:"avail"`
-				Price price  `json:"price"`
+				Avail wirevalue.Number `json:"avail"`
+				Price wirevalue.Price  `json:"price"`
 			} `json:"domain"`
 		}
 		if json.Unmarshal(r.ResData, &c) == nil {

@@ -88,6 +88,9 @@ var (
 type PhoneNumber struct {
 	CountryCode int
 	National    string
+	// AreaCode is the geographical area code National begins with, "" where the
+	// numbering plan has none (mobile numbers, say).
+	AreaCode string
 }
 
 // EPP writes the number as RFC 5733 does: +49.30123456.
@@ -104,7 +107,9 @@ func Phone(phone string) (PhoneNumber, error) {
 	if err != nil || !phonenumbers.IsValidNumber(n) {
 		return PhoneNumber{}, bad
 	}
-	return PhoneNumber{CountryCode: int(n.GetCountryCode()), National: phonenumbers.GetNationalSignificantNumber(n)}, nil
+	national := phonenumbers.GetNationalSignificantNumber(n)
+	area := min(max(phonenumbers.GetLengthOfGeographicalAreaCode(n), 0), len(national))
+	return PhoneNumber{CountryCode: int(n.GetCountryCode()), National: national, AreaCode: national[:area]}, nil
 }
 
 // ParseEPPPhone reads +CC.NNN back as E.164; "" for anything else.

@@ -57,6 +57,7 @@ func TestPhone(t *testing.T) {
 	p, err := Phone("+4930123456")
 	require.NoError(t, err)
 	require.Equal(t, "+49.30123456", p.EPP())
+	require.Equal(t, "30", p.AreaCode)
 	require.Equal(t, "+4930123456", ParseEPPPhone(p.EPP()))
 	for _, bad := range []string{"+49", "+999123456789", "004930123456", "+1 202 555 0100"} {
 		_, err := Phone(bad)

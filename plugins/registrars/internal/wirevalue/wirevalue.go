@@ -1,4 +1,7 @@
-package main
+// Package wirevalue reads the numbers, flags, prices and dates of registrar APIs, which
+// spell each in more than one way (a number or a numeric string, 1 or true), the same
+// way for every driver.
+package wirevalue
 
 import (
 	"bytes"
@@ -11,13 +14,10 @@ import (
 	"github.com/fedhost/fedhost/plugins/registrars/internal/reqcheck"
 )
 
-// DomRobot's JSON-RPC answers carry numbers, flags and dates in more than one spelling
-// (a number or a numeric string, 1 or true); these types read each the same way.
+// Price is a decimal amount read exactly, in millionths.
+type Price int64
 
-// price is a decimal amount read exactly, in millionths.
-type price int64
-
-func (p *price) UnmarshalJSON(b []byte) error {
+func (p *Price) UnmarshalJSON(b []byte) error {
 	s := string(bytes.Trim(b, `"`))
 	if s == "null" || s == "" {
 		*p = 0
@@ -27,14 +27,14 @@ func (p *price) UnmarshalJSON(b []byte) error {
 	if err != nil {
 		return fmt.Errorf("price: %w", err)
 	}
-	*p = price(m)
+	*p = Price(m)
 	return nil
 }
 
-// number is an integer sent as a number or a string.
-type number int64
+// Number is an integer sent as a number or a string.
+type Number int64
 
-func (n *number) UnmarshalJSON(b []byte) error {
+func (n *Number) UnmarshalJSON(b []byte) error {
 	s := string(bytes.Trim(b, `"`))
 	if s == "null" || s == "" {
 		*n = 0
@@ -48,14 +48,14 @@ func (n *number) UnmarshalJSON(b []byte) error {
 		}
 		v = int64(f)
 	}
-	*n = number(v)
+	*n = Number(v)
 	return nil
 }
 
-// flag is a boolean sent as true/false, 1/0 or their strings.
-type flag bool
+// Flag is a boolean sent as true/false, 1/0 or their strings.
+type Flag bool
 
-func (f *flag) UnmarshalJSON(b []byte) error {
+func (f *Flag) UnmarshalJSON(b []byte) error {
 	switch strings.ToLower(string(bytes.Trim(b, `"`))) {
 	case "1", "true", "yes":
 		*f = true
@@ -67,26 +67,26 @@ func (f *flag) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// timestamp is a date as JSON-RPC writes it (RFC 3339 or "2006-01-02 15:04:05") or as
-// XML-RPC's dateTime.iso8601 does.
-type timestamp time.Time
+// Time is a date as RFC 3339, as "2006-01-02 15:04:05" (UTC), or as XML-RPC's
+// dateTime.iso8601 writes it.
+type Time time.Time
 
 var timeLayouts = []string{time.RFC3339, "2006-01-02 15:04:05", "20060102T15:04:05", "2006-01-02T15:04:05", "2006-01-02"}
 
-func (t *timestamp) UnmarshalJSON(b []byte) error {
+func (t *Time) UnmarshalJSON(b []byte) error {
 	var s string
 	if err := json.Unmarshal(b, &s); err != nil {
 		return fmt.Errorf("a date is not a string")
 	}
 	if s == "" {
-		*t = timestamp{}
+		*t = Time{}
 		return nil
 	}
 	for _, l := range timeLayouts {
 		if v, err := time.Parse(l, s); err == nil {
-			*t = timestamp(v.UTC())
+			*t = Time(v.UTC())
 			return nil
 		}
 	}
-	return fmt.Errorf("not a date DomRobot writes")
+	return fmt.Errorf("not a date in a known layout")
 }
