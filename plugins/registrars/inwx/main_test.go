@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -317,3 +318,12 @@ func TestPriceChanged(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, registrar.StatusActive, d.Status)
 }
+
+func writeFile(tb testing.TB, path, content string) {
+	tb.Helper()
+	if err := os.WriteFile(path, []byte(content+"\n"), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
