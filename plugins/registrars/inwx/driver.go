@@ -197,7 +197,11 @@ func (d *driver) Domain(ctx context.Context, domain string) (registrar.Domain, e
 	if err != nil {
 		return registrar.Domain{}, err
 	}
-	return i.toDomain(), nil
+	out := []registrar.Domain{i.toDomain()}
+	if err := d.withDNSSEC(ctx, rpc, out); err != nil {
+		return registrar.Domain{}, err
+	}
+	return out[0], nil
 }
 
 // contactID reads a contact id of the contract as INWX's numeric handle.
@@ -417,9 +421,14 @@ func (d *driver) Snapshot(ctx context.Context) ([]registrar.Domain, error) {
 		if _, err := rpc.call(ctx, "domain.list", map[string]any{"page": page, "pagelimit": snapshotPageSize, "wide": 2}, &res, "domain"); err != nil {
 			return nil, err
 		}
-		for _, i := range res.Domain {
-			out = append(out, i.toDomain())
+		batch := make([]registrar.Domain, len(res.Domain))
+		for i, info := range res.Domain {
+			batch[i] = info.toDomain()
 		}
+		if err := d.withDNSSEC(ctx, rpc, batch); err != nil {
+			return nil, err
+		}
+		out = append(out, batch...)
 		if len(res.Domain) < snapshotPageSize || int64(len(out)) >= int64(res.Count) {
 			return out, nil
 		}

@@ -123,11 +123,18 @@ func TestDomainLife(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, before.AddDate(2, 0, 0), d.Expires, "renewed from the expiry INWX had")
 
+	b.srv.Sign("acme.test", 2)
 	snap, err := b.reg.Snapshot(b.ctx)
 	require.NoError(t, err)
 	require.Len(t, snap, 1)
 	require.Equal(t, "acme.test", snap[0].Name)
 	require.Equal(t, d.Expires, snap[0].Expires)
+	require.True(t, snap[0].DNSSEC, "dnssec.info's key count")
+	d, err = b.reg.RemoveDNSSEC(b.ctx, "acme.test")
+	require.NoError(t, err)
+	require.False(t, d.DNSSEC)
+	held, _ = b.srv.Domain("acme.test")
+	require.Zero(t, held.DNSKeys, "dnssec.deleteall removed the keys")
 
 	got, err := b.reg.GetContact(b.ctx, owner.ID)
 	require.NoError(t, err)

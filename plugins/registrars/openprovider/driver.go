@@ -64,6 +64,9 @@ type opDomain struct {
 	ExpirationDate wirevalue.Time   `json:"expiration_date"`
 	IsLocked       wirevalue.Flag   `json:"is_locked"`
 	NameServers    []nameserver     `json:"name_servers"`
+	DNSSECKeys     []struct {
+		Flags wirevalue.Number `json:"flags"`
+	} `json:"dnssec_keys"`
 }
 
 func (o opDomain) toDomain() registrar.Domain {
@@ -75,7 +78,7 @@ func (o opDomain) toDomain() registrar.Domain {
 	}
 	name := o.Domain.Name + "." + o.Domain.Extension
 	return registrar.Domain{Name: reqcheck.Text(strings.ToLower(name), 253), Status: status(o.Status),
-		Expires: time.Time(o.ExpirationDate), Locked: bool(o.IsLocked), Nameservers: ns}
+		Expires: time.Time(o.ExpirationDate), Locked: bool(o.IsLocked), Nameservers: ns, DNSSEC: len(o.DNSSECKeys) > 0}
 }
 
 // status names a domain's state in the contract's words. Openprovider's three-letter

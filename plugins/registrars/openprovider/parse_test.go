@@ -22,10 +22,10 @@ func TestParseEnvelope(t *testing.T) {
 
 	var o opDomain
 	require.NoError(t, json.Unmarshal([]byte(`{"id":"12","domain":{"name":"acme","extension":"co.uk"},"status":"ACT",
-		"expiration_date":"2027-12-02 10:00:00","is_locked":true,"name_servers":[{"name":"NS1.Example.net","seq_nr":1}]}`), &o))
+		"expiration_date":"2027-12-02 10:00:00","is_locked":true,"name_servers":[{"name":"NS1.Example.net","seq_nr":1}],"dnssec_keys":[{"alg":13,"flags":257,"protocol":3,"pub_key":"AwEAAa"}]}`), &o))
 	d := o.toDomain()
 	require.Equal(t, registrar.Domain{Name: "acme.co.uk", Status: registrar.StatusActive, Expires: time.Date(2027, 12, 2, 10, 0, 0, 0, time.UTC),
-		Locked: true, Nameservers: []string{"ns1.example.net"}}, d)
+		Locked: true, Nameservers: []string{"ns1.example.net"}, DNSSEC: true}, d)
 	require.Equal(t, domainName{Name: "acme", Extension: "co.uk"}, split("acme.co.uk"))
 }
 

@@ -27,6 +27,7 @@ type Domain struct {
 	Nameservers  []string
 	AuthCode     string
 	Registrant   int
+	DNSKeys      int
 	pendingLeft  int
 	pendingState string
 }
@@ -127,6 +128,13 @@ func (s *Server) AddDomain(name string, expires time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.domains[name] = &Domain{Name: name, Expires: expires.UTC().Truncate(time.Second), AuthCode: token()}
+}
+
+// Sign gives name, a domain of the account, keys DNSSEC keys.
+func (s *Server) Sign(name string, keys int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.domains[name].DNSKeys = keys
 }
 
 // SetPrice changes the yearly price of a TLD ("9.99").
@@ -316,6 +324,27 @@ func (s *Server) dispatch(method string, p map[string]any) result {
 		return s.update(p)
 	case "domain.transfer":
 		return s.transfer(p)
+	case "dnssec.info":
+		raw, _ := p["domains"].([]any)
+		out := []any{}
+		for _, n := range raw {
+			name, _ := n.(string)
+			if d, found := s.domains[name]; found {
+				status := "NONE"
+				if d.DNSKeys > 0 {
+					status = "MANUAL"
+				}
+				out = append(out, map[string]any{"domain": name, "keyCount": d.DNSKeys, "dnsSecStatus": status})
+			}
+		}
+		return ok(map[string]any{"data": out})
+	case "dnssec.deleteall":
+		d, found := s.domains[str(p, "domainName")]
+		if !found {
+			return fail(2303, "domain not in this account")
+		}
+		d.DNSKeys = 0
+		return ok(nil)
 	case "contact.create", "contact.update":
 		return s.putContact(method, p)
 	case "contact.info":
