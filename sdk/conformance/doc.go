@@ -10,7 +10,8 @@
 //
 // The binary is started the way the host starts it (go-plugin, gRPC, AutoMTLS, protocol
 // negotiation). Plugin runs the checks every kind shares, each a subtest, so a failure
-// names what the host would refuse; Resource adds those of resource providers and App
+// names what the host would refuse; Resource adds those of resource providers, Registrar
+// those of registrar drivers (against a test server or sandbox of the registrar) and App
 // those of apps (schema and defaults, requests, nodes, renames, operations and role
 // groups, for each example configuration the author gives).
 package conformance

@@ -63,8 +63,8 @@ type RegistrarCase struct {
 //
 //   - check: Available is available with a price (PriceMicros > 0) and an ISO 4217
 //     currency; Taken is not, with a reason.
-//   - invalid_input_names_field: a malformed domain (Check, Register, SetNameservers), a
-//     number of years out of 1-10, a malformed nameserver, a confirmed price that differs
+//   - invalid_input_names_field: a malformed domain (Check, Register, SetNameservers), the
+//     registration of Taken, a number of years out of 1-10, a malformed nameserver, a confirmed price that differs
 //     from the quote and, where offered, a transfer without an auth code and a contact
 //     with a bad country code or phone are each refused as sdk.CodeInvalid naming the
 //     field (domain, years, nameservers/0, price_micros, auth_code, country, phone),
@@ -115,7 +115,7 @@ func Registrar(t *testing.T, path string, c RegistrarCase) {
 	if followEvery == 0 {
 		followEvery = time.Second
 	}
-	k := &registrarKit{c: c, rc: rc, followTimeout: followTimeout, followEvery: followEvery}
+	k := &registrarKit{rc: rc, followTimeout: followTimeout, followEvery: followEvery}
 
 	var quote registrar.Availability
 	t.Run("check", func(t *testing.T) {
@@ -155,6 +155,8 @@ func Registrar(t *testing.T, path string, c RegistrarCase) {
 		k.wantInvalid(t, "register of a malformed domain", err, "domain", badDomain)
 		_, err = rc.Register(ctx, registrar.RegisterRequest{Domain: c.Available, Years: 11})
 		k.wantInvalid(t, "register for 11 years", err, "years", "")
+		_, err = rc.Register(ctx, registrar.RegisterRequest{Domain: c.Taken, Years: 1, IdempotencyKey: "conformance-taken"})
+		k.wantInvalid(t, "register of a taken domain", err, "domain", "")
 		_, err = rc.SetNameservers(ctx, badDomain, c.Nameservers)
 		k.wantInvalid(t, "nameservers of a malformed domain", err, "domain", badDomain)
 		const badNS = "bad name server"
@@ -471,7 +473,6 @@ func Registrar(t *testing.T, path string, c RegistrarCase) {
 var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
 
 type registrarKit struct {
-	c             RegistrarCase
 	rc            *registrar.Client
 	followTimeout time.Duration
 	followEvery   time.Duration

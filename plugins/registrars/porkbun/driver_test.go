@@ -16,6 +16,7 @@ import (
 	"github.com/fedhost/fedhost/internal/plugintest"
 	"github.com/fedhost/fedhost/internal/porkbuntest"
 	"github.com/fedhost/fedhost/sdk"
+	"github.com/fedhost/fedhost/sdk/client"
 	"github.com/fedhost/fedhost/sdk/conformance"
 	"github.com/fedhost/fedhost/sdk/registrar"
 )
@@ -92,6 +93,24 @@ func TestServerErrorIsUnavailable(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, a.Available)
 	require.EqualValues(t, 11_080_000, a.PriceMicros)
+}
+
+// Through the plugin, as the host calls it: a registrar failing with 5xx reaches the
+// host as unavailable, not as an internal error.
+func TestServerErrorIsUnavailableThroughThePlugin(t *testing.T) {
+	t.Parallel()
+	s := porkbuntest.Start(porkbuntest.Options{})
+	defer s.Close()
+	ctx := context.Background()
+	p, err := client.Start(ctx, pluginBinary)
+	require.NoError(t, err)
+	defer p.Kill()
+	require.NoError(t, p.Configure(ctx, settingsFor(t, s, map[string]any{"retries": 0})))
+	s.Fail(1, 500)
+	_, err = p.Registrar().Snapshot(ctx)
+	require.Equal(t, sdk.CodeUnavailable, sdk.CodeOf(err), "%v", err)
+	_, err = p.Registrar().Snapshot(ctx)
+	require.NoError(t, err)
 }
 
 // A read that fails on 5xx once is sent again and answers.
