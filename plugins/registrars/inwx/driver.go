@@ -234,8 +234,8 @@ func contactParams(params map[string]any, req registrar.RegisterRequest) error {
 	return nil
 }
 
-// Register calls domain.create with the contact handles, then follows the registry until
-// the domain exists.
+// Register checks the domain (available, at the price confirmed), calls domain.create
+// with the contact handles, then follows the registry until the domain exists.
 func (d *driver) Register(ctx context.Context, req registrar.RegisterRequest) (registrar.Domain, error) {
 	name, err := reqcheck.Domain("domain", req.Domain)
 	if err != nil {
@@ -258,14 +258,15 @@ func (d *driver) Register(ctx context.Context, req registrar.RegisterRequest) (r
 	if dom, ok, err := d.held(ctx, rpc, name); err != nil || ok {
 		return dom, err
 	}
-	if req.PriceMicros != 0 || req.Currency != "" {
-		a, err := d.Check(ctx, name)
-		if err != nil {
-			return registrar.Domain{}, err
-		}
-		if err := confirm(req.PriceMicros, req.Currency, a.PriceMicros, a.Currency); err != nil {
-			return registrar.Domain{}, err
-		}
+	a, err := d.Check(ctx, name)
+	if err != nil {
+		return registrar.Domain{}, err
+	}
+	if !a.Available {
+		return registrar.Domain{}, sdk.Invalid("domain", "INWX cannot register this domain (%s): choose another", a.Reason)
+	}
+	if err := confirm(req.PriceMicros, req.Currency, a.PriceMicros, a.Currency); err != nil {
+		return registrar.Domain{}, err
 	}
 	if err := contactParams(params, req); err != nil {
 		return registrar.Domain{}, err

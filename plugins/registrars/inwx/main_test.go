@@ -197,7 +197,7 @@ func TestRefusals(t *testing.T) {
 		{"taken", func() error {
 			_, err := b.reg.Register(b.ctx, registrar.RegisterRequest{Domain: "taken.test", OwnerContact: owner.ID})
 			return err
-		}, sdk.CodeConflict, ""},
+		}, sdk.CodeInvalid, "domain"},
 		{"TLD not offered", func() error {
 			_, err := b.reg.Register(b.ctx, registrar.RegisterRequest{Domain: "acme.invalid", OwnerContact: owner.ID})
 			return err
@@ -225,7 +225,7 @@ func TestRefusals(t *testing.T) {
 			require.Equal(t, c.field, sdk.FieldOf(err), c.name)
 		}
 	}
-	require.Equal(t, 3, b.srv.Count("domain.create"), "only the refusals INWX makes (taken, TLD, unknown owner) reached it")
+	require.Equal(t, 1, b.srv.Count("domain.create"), "a taken domain and an unknown TLD are refused at the check: only the unknown owner reached domain.create")
 }
 
 func TestLogin(t *testing.T) {

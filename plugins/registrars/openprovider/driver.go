@@ -261,8 +261,8 @@ func handles(body map[string]any, owner, admin, tech, billing string) error {
 
 // order places a registration or transfer: a domain the account holds already is
 // answered as it is (the API takes no idempotency key, so this is how a repeated
-// confirmation charges nothing); a confirmed price is checked, then the contact
-// handles, before anything is ordered.
+// confirmation charges nothing); a domain to register must be available; a confirmed
+// price is checked, then the contact handles, before anything is ordered.
 func (d *driver) order(ctx context.Context, name, path string, body map[string]any, confirmed int64, currency string, transfer bool, contacts func() error) (registrar.Domain, error) {
 	a, cfg, err := d.client()
 	if err != nil {
@@ -271,10 +271,13 @@ func (d *driver) order(ctx context.Context, name, path string, body map[string]a
 	if o, ok, err := d.find(ctx, a, name); err != nil || ok {
 		return o.toDomain(), err
 	}
-	if confirmed != 0 || currency != "" {
+	if !transfer || confirmed != 0 || currency != "" {
 		av, err := d.Check(ctx, name)
 		if err != nil {
 			return registrar.Domain{}, err
+		}
+		if !transfer && !av.Available {
+			return registrar.Domain{}, sdk.Invalid("domain", "Openprovider cannot register this domain (%s): choose another", av.Reason)
 		}
 		asked := av.PriceMicros
 		if transfer {
