@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -196,11 +197,9 @@ func (d *domrobot) postOnce(ctx context.Context, method string, body []byte) (r 
 
 // unwrapURL drops the *url.Error wrapper, whose text repeats the method and URL.
 func unwrapURL(err error) error {
-	var u interface{ Unwrap() error }
+	var u *url.Error
 	if errors.As(err, &u) {
-		if inner := u.Unwrap(); inner != nil {
-			return inner
-		}
+		return u.Err
 	}
 	return err
 }
