@@ -62,6 +62,8 @@ type opDomain struct {
 	Domain         domainName       `json:"domain"`
 	Status         string           `json:"status"`
 	ExpirationDate wirevalue.Time   `json:"expiration_date"`
+	RegistryExpiry wirevalue.Time   `json:"registry_expiration_date"`
+	DNSSECEnabled  wirevalue.Flag   `json:"is_dnssec_enabled"`
 	IsLocked       wirevalue.Flag   `json:"is_locked"`
 	NameServers    []nameserver     `json:"name_servers"`
 	DNSSECKeys     []struct {
@@ -77,8 +79,12 @@ func (o opDomain) toDomain() registrar.Domain {
 		}
 	}
 	name := o.Domain.Name + "." + o.Domain.Extension
+	expires := time.Time(o.ExpirationDate)
+	if expires.IsZero() {
+		expires = time.Time(o.RegistryExpiry)
+	}
 	return registrar.Domain{Name: reqcheck.Text(strings.ToLower(name), 253), Status: status(o.Status),
-		Expires: time.Time(o.ExpirationDate), Locked: bool(o.IsLocked), Nameservers: ns, DNSSEC: len(o.DNSSECKeys) > 0}
+		Expires: expires, Locked: bool(o.IsLocked), Nameservers: ns, DNSSEC: bool(o.DNSSECEnabled) || len(o.DNSSECKeys) > 0}
 }
 
 // status names a domain's state in the contract's words. Openprovider's three-letter
@@ -180,10 +186,11 @@ func (d *driver) Check(ctx context.Context, domain string) (registrar.Availabili
 	}
 	var res struct {
 		Results []struct {
-			Domain string `json:"domain"`
-			Status string `json:"status"`
-			Reason string `json:"reason"`
-			Price  quote  `json:"price"`
+			Domain    string         `json:"domain"`
+			Status    string         `json:"status"`
+			Reason    string         `json:"reason"`
+			IsPremium wirevalue.Flag `json:"is_premium"`
+			Price     quote          `json:"price"`
 		} `json:"results"`
 	}
 	body := map[string]any{"domains": []domainName{split(name)}, "with_price": true}
@@ -197,6 +204,12 @@ func (d *driver) Check(ctx context.Context, domain string) (registrar.Availabili
 		av := registrar.Availability{Available: strings.EqualFold(r.Status, "free"), PriceMicros: int64(r.Price.Reseller.Price)}
 		if c := strings.ToUpper(r.Price.Reseller.Currency); currencyCode.MatchString(c) {
 			av.Currency = c
+		}
+		if av.Available && bool(r.IsPremium) {
+			// A premium name is priced apart from the quote above; it is not offered
+			// rather than charged at a price nobody confirmed.
+			av.Available, av.Reason = false, "a premium domain, priced apart: register it at Openprovider itself"
+			return av, nil
 		}
 		if !av.Available {
 			av.Reason = "Openprovider says: " + reqcheck.Text(r.Status, 32)
@@ -378,11 +391,12 @@ func (d *driver) AuthCode(ctx context.Context, domain string) (string, error) {
 	var res struct {
 		AuthCode string `json:"auth_code"`
 	}
-	if err := a.do(ctx, "GET", fmt.Sprintf("domains/%d/authcode", o.ID), nil, nil, &res, "domain"); err != nil {
+	q := url.Values{"auth_code_type": {"external"}}
+	if err := a.do(ctx, "GET", fmt.Sprintf("domains/%d/authcode", o.ID), q, nil, &res, "domain"); err != nil {
 		return "", err
 	}
 	if res.AuthCode == "" || len(res.AuthCode) > 255 {
-		return "", sdk.NotFound("Openprovider gives no auth code for this domain")
+		return "", sdk.NotFound("Openprovider gives no auth code for this domain (its registry may send it to the owner's e-mail address instead)")
 	}
 	return res.AuthCode, nil
 }
@@ -416,12 +430,17 @@ func (d *driver) SetNameservers(ctx context.Context, domain string, ns []string)
 	if err != nil {
 		return registrar.Domain{}, err
 	}
-	return d.update(ctx, domain, map[string]any{"name_servers": nameservers(checked)}, "nameservers")
+	return d.update(ctx, domain, map[string]any{"name_servers": nameservers(checked), "remove_nses": true}, "nameservers")
 }
 
 // SetLock puts is_locked.
 func (d *driver) SetLock(ctx context.Context, domain string, locked bool) (registrar.Domain, error) {
 	return d.update(ctx, domain, map[string]any{"is_locked": locked}, "domain")
+}
+
+// RemoveDNSSEC puts is_dnssec_enabled false with no dnssec_keys.
+func (d *driver) RemoveDNSSEC(ctx context.Context, domain string) (registrar.Domain, error) {
+	return d.update(ctx, domain, map[string]any{"is_dnssec_enabled": false, "dnssec_keys": []any{}}, "domain")
 }
 
 // Renew posts domains/{id}/renew.
@@ -480,9 +499,10 @@ func (d *driver) Snapshot(ctx context.Context) ([]registrar.Domain, error) {
 }
 
 var (
-	_ registrar.Registrar    = (*driver)(nil)
-	_ registrar.Transferer   = (*driver)(nil)
-	_ registrar.Locker       = (*driver)(nil)
-	_ registrar.DomainReader = (*driver)(nil)
-	_ sdk.Configurer         = (*driver)(nil)
+	_ registrar.Registrar     = (*driver)(nil)
+	_ registrar.Transferer    = (*driver)(nil)
+	_ registrar.Locker        = (*driver)(nil)
+	_ registrar.DomainReader  = (*driver)(nil)
+	_ registrar.DNSSECRemover = (*driver)(nil)
+	_ sdk.Configurer          = (*driver)(nil)
 )

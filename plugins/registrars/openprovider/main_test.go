@@ -133,10 +133,27 @@ func TestDomainLife(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, held.Expires.AddDate(1, 0, 0), d.Expires)
 
+	d, err = b.reg.SetNameservers(b.ctx, "acme.test", []string{"ns1.other.example", "ns2.other.example"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"ns1.other.example", "ns2.other.example"}, d.Nameservers, "the new nameservers replace the old")
+
+	b.srv.Sign("acme.test", 2)
 	snap, err := b.reg.Snapshot(b.ctx)
 	require.NoError(t, err)
 	require.Len(t, snap, 1)
 	require.Equal(t, d.Expires, snap[0].Expires)
+	require.True(t, snap[0].DNSSEC)
+	d, err = b.reg.RemoveDNSSEC(b.ctx, "acme.test")
+	require.NoError(t, err)
+	require.False(t, d.DNSSEC)
+	held, _ = b.srv.Domain("acme.test")
+	require.Zero(t, held.DNSKeys)
+
+	b.srv.Premium("gold.test")
+	a, err = b.reg.Check(b.ctx, "gold.test")
+	require.NoError(t, err)
+	require.False(t, a.Available, "a premium name is not offered at the standard quote")
+	require.Contains(t, a.Reason, "premium")
 	require.Equal(t, 1, b.srv.Count("POST /v1beta/auth/login"), "one token serves every call")
 }
 

@@ -29,6 +29,7 @@ type Domain struct {
 	Nameservers []string
 	AuthCode    string
 	Owner       string
+	DNSKeys     int
 	pendingLeft int
 }
 
@@ -46,6 +47,7 @@ type Server struct {
 	foreign    map[string]string
 	prices     map[string]string
 	pendingFor map[string]int
+	premium    map[string]bool
 	calls      []string
 	failNext   int
 	failStatus int
@@ -60,7 +62,7 @@ type Server struct {
 func Start(user, pass string) *Server {
 	s := &Server{user: user, pass: pass, tokens: map[string]bool{}, domains: map[string]*Domain{},
 		customers: map[string]map[string]any{}, nextID: 100, taken: map[string]bool{}, foreign: map[string]string{},
-		prices: map[string]string{"test": "8.49", "example": "11.00"}, pendingFor: map[string]int{}}
+		prices: map[string]string{"test": "8.49", "example": "11.00"}, pendingFor: map[string]int{}, premium: map[string]bool{}}
 	mux := http.NewServeMux()
 	for pattern, h := range map[string]func(*http.Request) (int, int, any){
 		"POST /v1beta/domains/check":        s.check,
@@ -157,6 +159,20 @@ func (s *Server) AddDomain(name string, expires time.Time) {
 	defer s.mu.Unlock()
 	s.nextID++
 	s.domains[name] = &Domain{ID: s.nextID, Name: name, Expires: expires.UTC().Truncate(time.Second), AuthCode: token()}
+}
+
+// Premium marks name as a premium domain, free but priced apart.
+func (s *Server) Premium(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.premium[name] = true
+}
+
+// Sign gives name, a domain of the account, keys DNSSEC keys.
+func (s *Server) Sign(name string, keys int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.domains[name].DNSKeys = keys
 }
 
 // SetPrice changes the yearly price of an extension ("8.49").
@@ -292,7 +308,7 @@ func (s *Server) check(r *http.Request) (int, int, any) {
 		if !label.MatchString(n.Name) {
 			return bad("invalid domain name")
 		}
-		entry := map[string]any{"domain": n.full(), "status": "free"}
+		entry := map[string]any{"domain": n.full(), "status": "free", "is_premium": s.premium[n.full()]}
 		price, known := s.prices[n.Extension]
 		switch {
 		case !known:
@@ -433,7 +449,16 @@ func (s *Server) domainData(d *Domain) map[string]any {
 	}
 	return map[string]any{"id": d.ID, "domain": map[string]any{"name": label, "extension": ext}, "status": s.status(d),
 		"expiration_date": d.Expires.Format("2006-01-02 15:04:05"), "is_locked": d.Locked, "name_servers": ns,
+		"is_dnssec_enabled": d.DNSKeys > 0, "dnssec_keys": dnskeys(d.DNSKeys),
 		"owner_handle": d.Owner, "autorenew": "off"}
+}
+
+func dnskeys(n int) []any {
+	out := []any{}
+	for i := range n {
+		out = append(out, map[string]any{"flags": 257, "protocol": 3, "alg": 13, "pub_key": fmt.Sprintf("key%d", i)})
+	}
+	return out
 }
 
 func (s *Server) byID(r *http.Request) *Domain {
@@ -496,7 +521,10 @@ func (s *Server) update(r *http.Request) (int, int, any) {
 		NameServers *[]struct {
 			Name string `json:"name"`
 		} `json:"name_servers"`
-		IsLocked *bool `json:"is_locked"`
+		IsLocked      *bool  `json:"is_locked"`
+		RemoveNSes    bool   `json:"remove_nses"`
+		DNSSECEnabled *bool  `json:"is_dnssec_enabled"`
+		DNSSECKeys    *[]any `json:"dnssec_keys"`
 	}
 	if json.NewDecoder(r.Body).Decode(&in) != nil {
 		return bad("the body is not JSON")
@@ -512,7 +540,16 @@ func (s *Server) update(r *http.Request) (int, int, any) {
 		if len(ns) == 0 {
 			return bad("name_servers empty")
 		}
+		if !in.RemoveNSes {
+			ns = append(append([]string(nil), d.Nameservers...), ns...) // added to the ones there
+		}
 		d.Nameservers = ns
+	}
+	if in.DNSSECEnabled != nil && !*in.DNSSECEnabled {
+		if in.DNSSECKeys == nil || len(*in.DNSSECKeys) != 0 {
+			return bad("disabling DNSSEC takes an empty dnssec_keys")
+		}
+		d.DNSKeys = 0
 	}
 	if in.IsLocked != nil {
 		d.Locked = *in.IsLocked
@@ -524,6 +561,9 @@ func (s *Server) authcode(r *http.Request) (int, int, any) {
 	d := s.byID(r)
 	if d == nil {
 		return notFound()
+	}
+	if t := r.URL.Query().Get("auth_code_type"); t != "" && t != "external" && t != "internal" {
+		return bad("auth_code_type is external or internal")
 	}
 	return http.StatusOK, 0, map[string]any{"auth_code": d.AuthCode, "type": "internal"}
 }
