@@ -104,17 +104,33 @@ func (l *lockedBuffer) String() string {
 // start runs the plugin with s on a data dir of its own, its logs in the buffer.
 func start(t testing.TB, s settings) (*resource.Client, *lockedBuffer) {
 	t.Helper()
+	logs := &lockedBuffer{}
+	rc, _ := startLogged(t, s, t.TempDir(), logs)
+	return rc, logs
+}
+
+// startIn runs the plugin with s on dataDir; stop kills it.
+func startIn(t testing.TB, s settings, dataDir string) (*resource.Client, func()) {
+	t.Helper()
+	return startLogged(t, s, dataDir, &lockedBuffer{})
+}
+
+func startLogged(t testing.TB, s settings, dataDir string, logs *lockedBuffer) (*resource.Client, func()) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
-	logs := &lockedBuffer{}
 	logger := hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace, JSONFormat: true})
-	p, err := client.Start(ctx, pluginBinary, client.WithLogger(logger), client.WithEnv(sdk.DataDirEnv+"="+t.TempDir()))
+	p, err := client.Start(ctx, pluginBinary, client.WithLogger(logger), client.WithEnv(sdk.DataDirEnv+"="+dataDir))
 	require.NoError(t, err)
 	t.Cleanup(p.Kill)
 	raw, err := json.Marshal(s)
 	require.NoError(t, err)
 	require.NoError(t, p.Configure(ctx, raw))
-	return p.Resource(), logs
+	return p.Resource(), p.Kill
+}
+
+func provisioned(r resource.Result) conformance.Provisioned {
+	return conformance.Provisioned{Result: r.Data, Secrets: r.Secrets}
 }
 
 func spec(sender, domain string) json.RawMessage {

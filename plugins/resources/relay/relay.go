@@ -111,11 +111,14 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 	}), nil
 }
 
+// errAuthRequired is RFC 4954's reply to MAIL before AUTH (go-smtp's own says 502).
+var errAuthRequired = &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{5, 7, 0}, Message: "authentication required"}
+
 // account is the session's account as it is now: a deprovisioned one ends the right to
 // send of sessions that authenticated before.
 func (s *session) account() (account, error) {
 	if s.user == "" {
-		return account{}, smtp.ErrAuthRequired
+		return account{}, errAuthRequired
 	}
 	a, ok := s.relay.accounts.get(s.user)
 	if !ok {
@@ -166,7 +169,8 @@ func (s *session) Data(r io.Reader) error {
 	if err := s.relay.forward(ctx, s.from, s.to, msg); err != nil {
 		s.relay.log.Warn("the upstream did not take a message", "tenant", a.Tenant, "instance", a.Instance, "error", err)
 		var se *smtp.SMTPError
-		if errors.As(err, &se) && !se.Temporary() {
+		var refused messageRefused
+		if errors.As(err, &refused) && errors.As(err, &se) && !se.Temporary() {
 			return &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 0, 0}, Message: fmt.Sprintf("the upstream server refused the message (%d)", se.Code)}
 		}
 		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 4, 1}, Message: "the upstream server did not take the message; try again later"}
@@ -216,10 +220,19 @@ func (r *relay) forward(ctx context.Context, from string, to []string, msg []byt
 		}
 	}
 	if err := c.SendMail(from, to, bytes.NewReader(msg)); err != nil {
-		return err
+		return messageRefused{err}
 	}
 	return c.Quit()
 }
+
+// messageRefused is the upstream's answer to the message itself (MAIL, RCPT, DATA), not
+// to the relay's connection or log-in: only such a permanent refusal is permanent to the
+// app too; the relay's own trouble with the upstream is the hosting provider's to fix,
+// and the app tries again.
+type messageRefused struct{ err error }
+
+func (e messageRefused) Error() string { return e.err.Error() }
+func (e messageRefused) Unwrap() error { return e.err }
 
 // certificate is the listener's key pair, read again when its files change, so a
 // renewed certificate is served without a restart.
