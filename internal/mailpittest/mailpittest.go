@@ -5,10 +5,17 @@ package mailpittest
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"net/http"
 	"net/url"
@@ -17,6 +24,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -28,9 +36,12 @@ import (
 // Options say who may submit to mailpit.
 type Options struct {
 	// Users, when set, are the only accounts mailpit takes SMTP AUTH PLAIN from (user to
-	// password; it takes them over a connection without TLS). Unset, mailpit takes any
-	// account and none.
+	// password; it takes them over a connection without TLS unless STARTTLS is set).
+	// Unset, mailpit takes any account and none.
 	Users map[string]string
+	// STARTTLS makes mailpit require STARTTLS, with a certificate for 127.0.0.1 and
+	// localhost signed by a CA made here (Server.CAFile).
+	STARTTLS bool
 }
 
 // Server is a running mailpit.
@@ -39,6 +50,10 @@ type Server struct {
 	SMTPAddr string
 	// APIURL is the root of its web UI and REST API, ending in "/".
 	APIURL string
+	// CAPEM is the CA of mailpit's SMTP certificate with Options.STARTTLS, and CAFile
+	// holds it; both empty without.
+	CAPEM  []byte
+	CAFile string
 
 	dir    string
 	client *http.Client
@@ -89,12 +104,26 @@ func Start(dir string, o Options) (*Server, func(), error) {
 		"--smtp-disable-rdns",
 		"--disable-version-check",
 	}
+	if o.STARTTLS {
+		certFile, keyFile := filepath.Join(dir, "mailpit-cert.pem"), filepath.Join(dir, "mailpit-key.pem")
+		if s.CAPEM, err = writeCertificate(certFile, keyFile); err != nil {
+			return nil, nil, err
+		}
+		s.CAFile = filepath.Join(dir, "mailpit-ca.pem")
+		if err := os.WriteFile(s.CAFile, s.CAPEM, 0o644); err != nil {
+			return nil, nil, err
+		}
+		args = append(args, "--smtp-tls-cert", certFile, "--smtp-tls-key", keyFile, "--smtp-require-starttls")
+	}
 	if len(o.Users) > 0 {
 		authFile := filepath.Join(dir, "mailpit-smtp-users")
 		if err := writeAuthFile(authFile, o.Users); err != nil {
 			return nil, nil, err
 		}
-		args = append(args, "--smtp-auth-file", authFile, "--smtp-auth-allow-insecure")
+		args = append(args, "--smtp-auth-file", authFile)
+		if !o.STARTTLS {
+			args = append(args, "--smtp-auth-allow-insecure")
+		}
 	} else {
 		args = append(args, "--smtp-auth-accept-any")
 	}
@@ -289,8 +318,20 @@ func writeAuthFile(path string, users map[string]string) error {
 	return os.WriteFile(path, []byte(b.String()), 0o600)
 }
 
-// binary finds mailpit built by make test-artifacts, or builds it into dir.
+// built is the binary built by this process, kept for the next Start while it exists.
+var (
+	builtMu sync.Mutex
+	built   string
+)
+
+// binary finds mailpit built by make test-artifacts, or builds it into dir once per
+// process.
 func binary(dir string) (string, error) {
+	builtMu.Lock()
+	defer builtMu.Unlock()
+	if built != "" && isFile(built) {
+		return built, nil
+	}
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
@@ -305,7 +346,63 @@ func binary(dir string) (string, error) {
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build mailpit: %v\n%s", err, b)
 	}
+	built = p
 	return p, nil
+}
+
+// writeCertificate makes a CA and, signed by it, a certificate for 127.0.0.1 and
+// localhost; it writes the leaf and its key for mailpit and returns the CA's PEM.
+func writeCertificate(certFile, keyFile string) ([]byte, error) {
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "mailpittest CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(7 * 24 * time.Hour),
+		KeyUsage:              x509.KeyUsageCertSign,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	leafDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "mailpit"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(7 * 24 * time.Hour),
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, ca, &key.PublicKey, caKey)
+	if err != nil {
+		return nil, err
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leafDER}), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), nil
 }
 
 func isFile(p string) bool {

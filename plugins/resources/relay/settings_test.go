@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -14,12 +15,14 @@ import (
 	"net/smtp"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/fedhost/fedhost/internal/mailpittest"
 	"github.com/fedhost/fedhost/sdk"
 )
 
@@ -122,4 +125,37 @@ func writeCertificate(t *testing.T, dir string) []byte {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "cert.pem"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: leaf}), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "key.pem"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600))
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+}
+
+// With upstream.tls starttls the relay checks the upstream's certificate against
+// upstream.ca_file before it logs in: a mailpit that requires STARTTLS gets the message;
+// without the CA the relay refuses the upstream and the app is told to try again.
+func TestUpstreamOverSTARTTLS(t *testing.T) {
+	t.Parallel()
+	up, stop, err := mailpittest.Start(t.TempDir(), mailpittest.Options{Users: map[string]string{upstreamUser: upstreamPassword}, STARTTLS: true})
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	host, p, err := net.SplitHostPort(up.SMTPAddr)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(p)
+	require.NoError(t, err)
+
+	s := testSettings(t)
+	s.Upstream = upstream{Host: host, Port: port, TLS: "starttls", CAFile: up.CAFile, User: upstreamUser, PasswordFile: upstreamPassFile}
+	rc, _ := start(t, s)
+	a := provision(t, rc, "acme", "mail", spec("noreply", "acme.example"))
+	subject := uniqueSubject("upstream-tls")
+	require.NoError(t, send(addr(a), a.User, a.password, submission{envelopeFrom: a.From, headerFrom: a.From, to: []string{"x@people.test"}, subject: subject}))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = up.WaitFor(ctx, `subject:"`+subject+`"`)
+	require.NoError(t, err, up.Log())
+
+	s = testSettings(t)
+	s.Upstream = upstream{Host: host, Port: port, TLS: "starttls", User: upstreamUser, PasswordFile: upstreamPassFile}
+	rc, logs := start(t, s)
+	a = provision(t, rc, "acme", "mail", spec("noreply", "acme.example"))
+	err = send(addr(a), a.User, a.password, submission{envelopeFrom: a.From, headerFrom: a.From, to: []string{"x@people.test"}, subject: uniqueSubject("untrusted")})
+	require.Equal(t, 451, replyCode(err), "%v", err)
+	require.Contains(t, logs.String(), "certificate")
 }
