@@ -159,3 +159,43 @@ func TestUpstreamOverSTARTTLS(t *testing.T) {
 	require.Equal(t, 451, replyCode(err), "%v", err)
 	require.Contains(t, logs.String(), "certificate")
 }
+
+// With tls tls (implicit TLS, RFC 8314) the connection is TLS from its first byte, and a
+// client that checks the certificate logs in and sends.
+func TestImplicitTLSListener(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	caPEM := writeCertificate(t, dir)
+	s := testSettings(t)
+	s.TLS, s.CertFile, s.KeyFile = "tls", filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	rc, _ := start(t, s)
+	a := provision(t, rc, "acme", "mail", spec("noreply", "acme.example"))
+	require.Equal(t, "tls", a.TLS)
+
+	plain, err := net.DialTimeout("tcp", addr(a), 5*time.Second)
+	require.NoError(t, err)
+	_ = plain.SetDeadline(time.Now().Add(2 * time.Second))
+	buf := make([]byte, 3)
+	_, err = plain.Read(buf)
+	require.Error(t, err, "no plain-text greeting: the server waits for a TLS ClientHello")
+	plain.Close()
+
+	pool := x509.NewCertPool()
+	require.True(t, pool.AppendCertsFromPEM(caPEM))
+	conn, err := tls.Dial("tcp", addr(a), &tls.Config{ServerName: "127.0.0.1", RootCAs: pool})
+	require.NoError(t, err)
+	c, err := smtp.NewClient(conn, "127.0.0.1")
+	require.NoError(t, err)
+	defer c.Close()
+	require.NoError(t, c.Auth(smtp.PlainAuth("", a.User, a.password, "127.0.0.1")))
+	subject := uniqueSubject("implicit-tls")
+	require.NoError(t, c.Mail(a.From))
+	require.NoError(t, c.Rcpt("x@people.test"))
+	w, err := c.Data()
+	require.NoError(t, err)
+	_, err = w.Write([]byte("From: " + a.From + "\r\nSubject: " + subject + "\r\n\r\nover implicit TLS\r\n"))
+	require.NoError(t, err)
+	require.NoError(t, w.Close())
+	require.NoError(t, c.Quit())
+	arrived(t, subject)
+}
