@@ -36,8 +36,13 @@ import (
 var (
 	// pluginBinary is the plugin built once for the package; mailpit is the upstream
 	// server every test's relay hands messages to, with one account for the relay.
-	pluginBinary     string
-	mailpit          *mailpittest.Server
+	pluginBinary string
+	mailpit      *mailpittest.Server
+	// mailpitTLS is a second upstream that requires STARTTLS. Both run for the whole
+	// package: a test helper's server stopped while other tests start plugins ends the
+	// OS thread it was locked to, and the parent-death signal of a plugin forked from
+	// that thread before would kill the plugin.
+	mailpitTLS       *mailpittest.Server
 	upstreamUser     = "relay-upstream"
 	upstreamPassword string
 	upstreamPassFile string
@@ -53,11 +58,23 @@ func TestMain(m *testing.M) {
 		if err := os.WriteFile(upstreamPassFile, []byte(upstreamPassword+"\n"), 0o600); err != nil {
 			return nil, err
 		}
-		s, stop, err := mailpittest.Start(dir, mailpittest.Options{Users: map[string]string{upstreamUser: upstreamPassword}})
+		users := map[string]string{upstreamUser: upstreamPassword}
+		for _, d := range []string{"plain", "tls"} {
+			if err := os.Mkdir(filepath.Join(dir, d), 0o755); err != nil {
+				return nil, err
+			}
+		}
+		s, stopPlain, err := mailpittest.Start(filepath.Join(dir, "plain"), mailpittest.Options{Users: users})
 		if err != nil {
 			return nil, err
 		}
-		mailpit = s
+		st, stopTLS, err := mailpittest.Start(filepath.Join(dir, "tls"), mailpittest.Options{Users: users, STARTTLS: true})
+		if err != nil {
+			stopPlain()
+			return nil, err
+		}
+		stop := func() { stopTLS(); stopPlain() }
+		mailpit, mailpitTLS = s, st
 		pluginBinary = filepath.Join(dir, "fedhost-resource-relay")
 		if out, err := exec.Command("go", "build", "-o", pluginBinary, ".").CombinedOutput(); err != nil {
 			stop()
@@ -127,6 +144,13 @@ func startLogged(t testing.TB, s settings, dataDir string, logs *lockedBuffer) (
 	require.NoError(t, err)
 	require.NoError(t, p.Configure(ctx, raw))
 	return p.Resource(), p.Kill
+}
+
+// waitLog waits until the plugin's log, which reaches the test through go-plugin's
+// stderr stream a little after the plugin wrote it, holds text.
+func waitLog(t testing.TB, logs *lockedBuffer, text string) {
+	t.Helper()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), text) }, 10*time.Second, 20*time.Millisecond, "the plugin's log never said %q", text)
 }
 
 func provisioned(r resource.Result) conformance.Provisioned {
