@@ -196,3 +196,33 @@ func TestImplicitTLSListener(t *testing.T) {
 	require.NoError(t, c.Quit())
 	arrived(t, subject)
 }
+
+// A renewed certificate is served without a restart; a half-written pair keeps the last
+// good one in service.
+func TestCertificateIsReadAgainWhenItChanges(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeCertificate(t, dir)
+	c := &certificate{certFile: filepath.Join(dir, "cert.pem"), keyFile: filepath.Join(dir, "key.pem")}
+	first, err := c.get(nil)
+	require.NoError(t, err)
+	again, err := c.get(nil)
+	require.NoError(t, err)
+	require.Same(t, first, again)
+
+	writeCertificate(t, dir) // renewed: a new key and certificate
+	c.mu.Lock()
+	c.checked = time.Time{} // as if 10 s had passed
+	c.mu.Unlock()
+	renewed, err := c.get(nil)
+	require.NoError(t, err)
+	require.NotEqual(t, first.Certificate[0], renewed.Certificate[0])
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "key.pem"), []byte("-----BEGIN PRIVATE KEY-----\n"), 0o600))
+	c.mu.Lock()
+	c.checked = time.Time{}
+	c.mu.Unlock()
+	kept, err := c.get(nil)
+	require.NoError(t, err)
+	require.Same(t, renewed, kept)
+}
