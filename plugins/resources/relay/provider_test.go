@@ -238,3 +238,17 @@ func TestRequestsAreChecked(t *testing.T) {
 	_, err := rc.Provision(ctx, resource.Request{Tenant: "acme", Instance: "mail", Type: contract.SMTP, Spec: spec("noreply", "lists.acme.example")})
 	require.NoError(t, err, "a name under a listed domain")
 }
+
+// After 10 refused log-ins from one address, the next log-ins from it, the right
+// password too, are a temporary failure (454) until the limit refills.
+func TestRefusedLoginsAreLimitedPerAddress(t *testing.T) {
+	t.Parallel()
+	rc, logs := start(t, testSettings(t))
+	a := provision(t, rc, "acme", "mail", spec("noreply", "acme.example"))
+	for i := 0; i < maxFailures; i++ {
+		require.Equal(t, 535, replyCode(authenticate(addr(a), a.User, "wrong")), "refusal %d", i+1)
+	}
+	err := authenticate(addr(a), a.User, a.password)
+	require.Equal(t, 454, replyCode(err), "%v", err)
+	waitLog(t, logs, "authentication refused")
+}

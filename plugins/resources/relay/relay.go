@@ -29,6 +29,7 @@ type relay struct {
 	log      hclog.Logger
 	server   *smtp.Server
 	listener net.Listener
+	limiter  *loginLimiter
 }
 
 // dialTimeout and commandTimeout bound each step with the upstream server.
@@ -38,7 +39,7 @@ const (
 )
 
 func startRelay(cfg *config, accts *accounts, log hclog.Logger) (*relay, error) {
-	r := &relay{cfg: cfg, accounts: accts, log: log}
+	r := &relay{cfg: cfg, accounts: accts, log: log, limiter: newLoginLimiter()}
 	s := smtp.NewServer(r)
 	s.Domain = cfg.Host
 	s.MaxMessageBytes = cfg.MaxMessageBytes
@@ -99,8 +100,12 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 		if identity != "" && identity != username {
 			return &smtp.SMTPError{Code: 535, EnhancedCode: smtp.EnhancedCode{5, 7, 8}, Message: "an authorization identity other than the user is not supported"}
 		}
+		if s.relay.limiter.blocked(s.remote) {
+			return errTooManyFailures
+		}
 		a, ok := s.relay.accounts.authenticate(username, password)
 		if !ok {
+			s.relay.limiter.failed(s.remote)
 			// Neither the name tried nor the password: a name may be a password typed
 			// in the wrong field.
 			s.relay.log.Warn("authentication refused", "remote", s.remote)
@@ -110,6 +115,10 @@ func (s *session) Auth(mech string) (sasl.Server, error) {
 		return nil
 	}), nil
 }
+
+// errTooManyFailures is RFC 4954's temporary authentication failure, for an address
+// past its refused log-ins (limit.go).
+var errTooManyFailures = &smtp.SMTPError{Code: 454, EnhancedCode: smtp.EnhancedCode{4, 7, 0}, Message: "too many refused log-ins from this address; try again later"}
 
 // errAuthRequired is RFC 4954's reply to MAIL before AUTH (go-smtp's own says 502).
 var errAuthRequired = &smtp.SMTPError{Code: 530, EnhancedCode: smtp.EnhancedCode{5, 7, 0}, Message: "authentication required"}
