@@ -71,9 +71,10 @@ func startRelay(cfg *config, accts *accounts, log hclog.Logger) (*relay, error) 
 	return r, nil
 }
 
-// stop closes the listener and every connection.
+// stop closes the listener (also when Serve has not taken it yet) and every connection.
 func (r *relay) stop() {
 	_ = r.server.Close()
+	_ = r.listener.Close()
 }
 
 // NewSession starts a session of one connection.
@@ -168,6 +169,9 @@ func (s *session) Data(r io.Reader) error {
 	msg, err := io.ReadAll(r)
 	if err != nil {
 		return err
+	}
+	if s.from != a.From { // the account was given another address since MAIL FROM
+		return &smtp.SMTPError{Code: 553, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: "this account sends only from its own address (MAIL FROM)"}
 	}
 	if err := checkSenders(msg, a.From); err != nil {
 		return &smtp.SMTPError{Code: 550, EnhancedCode: smtp.EnhancedCode{5, 7, 1}, Message: err.Error()}
