@@ -42,9 +42,10 @@ artifacts:
 		$(GO) build -o $(BIN)/artifacts/$${a%%=*} $${a#*=} || exit 1; \
 	done
 
-# Programs only the tests run (pebble, the ACME test CA of the acme provider's tests),
+# Programs only the tests run (pebble, the ACME test CA of the acme provider's tests;
+# mailpit, the SMTP sink of the relay provider's and the invitation mails' tests),
 # never built by make build or make run.
-TEST_ARTIFACTS := pebble=github.com/letsencrypt/pebble/v2/cmd/pebble
+TEST_ARTIFACTS := pebble=github.com/letsencrypt/pebble/v2/cmd/pebble mailpit=github.com/axllent/mailpit
 
 test-artifacts:
 	@mkdir -p $(BIN)/artifacts

@@ -105,6 +105,18 @@ resource "redis" {
   }
 }
 
+# A mail relay run by the relay plugin: a submission account per deployment that sends
+# only from its own address on the deployment's domain, handed to the provider's mail
+# server. The upstream password is in a file, never in this one.
+resource "smtp" {
+  provider = "relay"
+  settings = {
+    listen   = "127.0.0.1:2525"
+    tls      = "none"
+    upstream = { host = "smtp.provider.example", user = "fedhost-relay", password_file = "/etc/fedhost/relay-upstream-password" }
+  }
+}
+
 # A registrar driver, to register and renew operators' domains. Its API key is kept in
 # the secret resource under this name.
 registrar "porkbun" {
