@@ -1,7 +1,8 @@
 // Package slapd sets up an OpenLDAP slapd in a directory of its own (a cn=config made
 // with slapadd, one mdb database with the core, cosine, nis and inetorgperson schemas, a
-// root DN, and the tenant-isolation rules of the openldap ldap provider) and runs it as a
-// child that ends with its parent: the provider's managed mode and its tests use it.
+// root DN, the ppolicy overlay (a locked account cannot bind) and the tenant-isolation
+// rules of the openldap ldap provider) and runs it as a child that ends with its parent:
+// the provider's managed mode and its tests use it.
 package slapd
 
 import (
@@ -90,8 +91,14 @@ func (d Dir) Init(base, adminDN, adminPassword string) error {
 	}
 	first := strings.TrimPrefix(strings.SplitN(base, ",", 2)[0], "dc=")
 	entry := fmt.Sprintf("dn: %s\nobjectClass: dcObject\nobjectClass: organization\ndc: %s\no: fedhost\n", base, first)
+	// ppolicy looks at pwdAccountLockedTime only for entries a policy applies to: this
+	// default one sets pwdLockout and no other rule (pwdMaxFailure 0: failed binds lock nobody).
+	entry += fmt.Sprintf("\ndn: %s\nobjectClass: organizationalRole\nobjectClass: pwdPolicy\ncn: password-policy\npwdAttribute: userPassword\npwdLockout: TRUE\n", PolicyDN(base))
 	return d.slapadd(slapadd, base, entry)
 }
+
+// PolicyDN is the default password policy's entry under base.
+func PolicyDN(base string) string { return "cn=password-policy," + base }
 
 // LookPath finds a slapd program in PATH or /usr/sbin.
 func LookPath(name string) (string, error) {
@@ -122,6 +129,7 @@ objectClass: olcModuleList
 cn: module{0}
 olcModulePath: /usr/lib/ldap
 olcModuleLoad: back_mdb
+olcModuleLoad: ppolicy
 
 dn: cn=schema,cn=config
 objectClass: olcSchemaConfig
@@ -160,6 +168,16 @@ olcDbIndex: objectClass eq
 	for i, rule := range TenantACL(base) {
 		fmt.Fprintf(&b, "olcAccess: {%d}%s\n", i, rule)
 	}
+	// The ppolicy overlay refuses the bind of an entry whose pwdAccountLockedTime is
+	// 000001010000Z (how fedhost disables a user) and hashes a userPassword written in clear.
+	b.WriteString(`
+dn: olcOverlay={0}ppolicy,olcDatabase={1}mdb,cn=config
+objectClass: olcOverlayConfig
+objectClass: olcPPolicyConfig
+olcOverlay: {0}ppolicy
+olcPPolicyHashCleartext: TRUE
+`)
+	fmt.Fprintf(&b, "olcPPolicyDefault: %s\n", PolicyDN(base))
 	return b.String()
 }
 
