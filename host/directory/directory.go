@@ -67,15 +67,12 @@ var (
 // User is a person of the directory.
 type User struct {
 	// Name is the log-in name (uid).
-	Name        string   `json:"name"`
+	Name string `json:"name"`
+	// DisplayName is the entry's cn and displayName (Name when empty).
 	DisplayName string   `json:"display_name,omitempty"`
-	GivenName   string   `json:"given_name,omitempty"`
-	Surname     string   `json:"surname,omitempty"`
 	Email       string   `json:"email,omitempty"`
 	Disabled    bool     `json:"disabled"`
 	Groups      []string `json:"groups"`
-	// HasPassword is false until the user has set one (an invitation not used yet).
-	HasPassword bool `json:"has_password"`
 }
 
 // Group is a groupOfNames of the directory and its members' names (users only: the
@@ -170,10 +167,8 @@ func (u User) check() error {
 	if err := CheckName("name", u.Name); err != nil {
 		return err
 	}
-	for field, v := range map[string]string{"display_name": u.DisplayName, "given_name": u.GivenName, "surname": u.Surname} {
-		if err := input.Text(field, v, maxText); err != nil {
-			return refuse(CodeInvalid, field, "%s", err.(*input.Error).Problem)
-		}
+	if err := input.Text("display_name", u.DisplayName, maxText); err != nil {
+		return refuse(CodeInvalid, "display_name", "%s", err.(*input.Error).Problem)
 	}
 	if u.Email != "" {
 		a, err := mail.ParseAddress(u.Email)
@@ -195,7 +190,9 @@ func (u User) check() error {
 	return nil
 }
 
-var userAttributes = []string{"uid", "cn", "givenName", "sn", "mail", "displayName", "pwdAccountLockedTime", "userPassword"}
+// userAttributes are what a listing reads: each one more costs slapd an access check
+// per entry.
+var userAttributes = []string{"uid", "cn", "mail", "displayName", "pwdAccountLockedTime"}
 
 // Users lists the directory's users, sorted by name, with their groups: a paged search,
 // so a directory of any size is listed whole.
@@ -234,12 +231,10 @@ func (d *Directory) Users() ([]User, error) {
 }
 
 func userOf(e *ldap.Entry) User {
-	cn := e.GetAttributeValue("cn")
-	u := User{Name: e.GetAttributeValue("uid"), DisplayName: e.GetAttributeValue("displayName"), GivenName: e.GetAttributeValue("givenName"),
-		Surname: e.GetAttributeValue("sn"), Email: e.GetAttributeValue("mail"),
-		Disabled: e.GetAttributeValue("pwdAccountLockedTime") == locked, HasPassword: len(e.GetRawAttributeValues("userPassword")) > 0}
+	u := User{Name: e.GetAttributeValue("uid"), DisplayName: e.GetAttributeValue("displayName"), Email: e.GetAttributeValue("mail"),
+		Disabled: e.GetAttributeValue("pwdAccountLockedTime") == locked}
 	if u.DisplayName == "" {
-		u.DisplayName = cn
+		u.DisplayName = e.GetAttributeValue("cn")
 	}
 	return u
 }
@@ -356,13 +351,7 @@ func (d *Directory) Add(u User) error {
 			return refuse(CodeNotFound, fmt.Sprintf("groups/%d", i), "no group of that name in this deployment's directory: choose one of its groups")
 		}
 	}
-	sn, cn := u.Surname, u.DisplayName
-	if sn == "" {
-		sn = u.Name
-	}
-	if cn == "" {
-		cn = strings.TrimSpace(u.GivenName + " " + u.Surname)
-	}
+	cn := u.DisplayName
 	if cn == "" {
 		cn = u.Name
 	}
@@ -370,8 +359,8 @@ func (d *Directory) Add(u User) error {
 	add.Attribute("objectClass", []string{"inetOrgPerson"})
 	add.Attribute("uid", []string{u.Name})
 	add.Attribute("cn", []string{cn})
-	add.Attribute("sn", []string{sn})
-	for attr, v := range map[string]string{"displayName": u.DisplayName, "givenName": u.GivenName, "mail": u.Email} {
+	add.Attribute("sn", []string{u.Name})
+	for attr, v := range map[string]string{"displayName": u.DisplayName, "mail": u.Email} {
 		if v != "" {
 			add.Attribute(attr, []string{v})
 		}

@@ -25,6 +25,7 @@ var migrations = []migration{
 	migrate5,
 	migrate6,
 	migrate7,
+	migrate8,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -274,6 +275,22 @@ func migrate7(tx *gorm.DB) error {
 	return execAll(tx,
 		`ALTER TABLE users ADD COLUMN must_change_password boolean NOT NULL DEFAULT false`,
 		`ALTER TABLE api_tokens ADD COLUMN last_used_at {ts}`,
+	)
+}
+
+// migrate8 adds the one-time links by which a deployment's users set their password.
+func migrate8(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE password_links (
+			token_hash text PRIMARY KEY,
+			deployment_id text NOT NULL REFERENCES deployments (id) ON DELETE CASCADE,
+			user_name text NOT NULL,
+			purpose text NOT NULL,
+			created_by text NOT NULL,
+			created_at {ts} NOT NULL,
+			expires_at {ts} NOT NULL
+		)`,
+		`CREATE INDEX password_links_user ON password_links (deployment_id, user_name)`,
 	)
 }
 

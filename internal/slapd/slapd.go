@@ -48,14 +48,17 @@ func (d Dir) Initialised() bool {
 var dcRE = regexp.MustCompile(`^dc=[a-z0-9-]+(,dc=[a-z0-9-]+)*$`)
 
 // TenantACL are the olcAccess rules that isolate tenants under base (dc= components
-// only): the bind account cn=<tenant>-<instance>,ou=<tenant>,<base> may read and write
+// only): an entry directly under ou=<tenant>,<base> (the bind accounts
+// cn=<tenant>-<instance>; ou=users and ou=groups have no password) may read and write
 // ou=<tenant>,<base> and everything under it and nothing else; anybody may bind
 // (authenticate) with a password there; nothing else is readable. The openldap
-// provider's README shows the same rules for a hand-made slapd.
+// provider's README shows the same rules for a hand-made slapd. The binder is matched
+// with dn.onelevel,expand rather than a second dn.regex, which slapd would compile at
+// every check: listing 10,000 users was 4 times slower so.
 func TenantACL(base string) []string {
 	suffix := regexp.QuoteMeta(base)
 	to := fmt.Sprintf(`dn.regex="^(.+,)?ou=([^,]+),%s$"`, suffix)
-	owner := fmt.Sprintf(`dn.regex="^cn=$2-[^,]+,ou=$2,%s$"`, suffix)
+	owner := fmt.Sprintf(`dn.onelevel,expand="ou=$2,%s"`, base)
 	return []string{
 		fmt.Sprintf(`to %s attrs=userPassword by %s write by anonymous auth by * none`, to, owner),
 		fmt.Sprintf(`to %s by %s write by * none`, to, owner),
@@ -116,6 +119,9 @@ func isFile(p string) bool {
 	return err == nil && !fi.IsDir()
 }
 
+// configLDIF is the cn=config. Its olcLimits let an authenticated bind account page
+// through a directory of any size (500 entries a search otherwise, at most 1,000 a page);
+// uid and member are indexed for the host's look-ups of a user and of a user's groups.
 func (d Dir) configLDIF(base, adminDN, adminPassword string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `dn: cn=config
@@ -164,6 +170,8 @@ olcRootDN: %[4]s
 olcRootPW: %[5]s
 olcDbMaxSize: 1073741824
 olcDbIndex: objectClass eq
+olcDbIndex: uid,member eq
+olcLimits: {0}users size.soft=500 size.hard=500 size.pr=1000 size.prtotal=unlimited
 `, string(d), d.dataDir(), base, adminDN, SSHA(adminPassword))
 	for i, rule := range TenantACL(base) {
 		fmt.Fprintf(&b, "olcAccess: {%d}%s\n", i, rule)
