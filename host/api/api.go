@@ -39,15 +39,12 @@ type Deps struct {
 	Metrics      *metrics.Metrics
 	MetricsToken string
 	// PasswordLinkTTL is how long an invitation or reset link of a deployment's user
-	// works (DefaultPasswordLinkTTL when 0).
+	// works (directory.DefaultLinkTTL when 0).
 	PasswordLinkTTL time.Duration
 }
 
-func (d Deps) passwordLinkTTL() time.Duration {
-	if d.PasswordLinkTTL <= 0 {
-		return DefaultPasswordLinkTTL
-	}
-	return d.PasswordLinkTTL
+func (d Deps) links() directory.Links {
+	return directory.Links{Store: d.Store, TTL: d.PasswordLinkTTL}
 }
 
 // statusOfDirectory maps the directory's refusals to HTTP statuses.

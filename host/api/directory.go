@@ -2,10 +2,6 @@ package api
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"sort"
 	"time"
@@ -16,9 +12,6 @@ import (
 	"github.com/fedhost/fedhost/host/directory"
 	"github.com/fedhost/fedhost/host/store"
 )
-
-// DefaultPasswordLinkTTL is how long an invitation or reset link works by default.
-const DefaultPasswordLinkTTL = 7 * 24 * time.Hour
 
 // PasswordPage is the page of the UI where a user opens their link: the token follows
 // in the fragment (#token), which browsers never send, so it is in no server's log.
@@ -274,33 +267,16 @@ func (h *handlers) setDirectoryMembership(member bool) fiber.Handler {
 	})
 }
 
-// newPasswordLink makes a one-time link for a user of the route's deployment and keeps
-// its digest, replacing the user's earlier link; the expired links of every deployment
-// are dropped on the way. Mail is the seam for sending it once an smtp resource exists:
-// today the link goes back to the operator, once.
+// newPasswordLink makes a one-time link for a user of the route's deployment. Mail is
+// the seam for sending it once an smtp resource exists: today the link goes back to the
+// operator, once.
 func (h *handlers) newPasswordLink(c *fiber.Ctx, name, purpose string) (PasswordLink, error) {
-	ctx := c.UserContext()
-	now := time.Now()
-	if _, err := h.d.Store.DeleteExpiredPasswordLinks(ctx, now); err != nil {
-		return PasswordLink{}, err
-	}
-	b := make([]byte, 32)
-	if _, err := rand.Read(b); err != nil {
-		return PasswordLink{}, err
-	}
-	token := base64.RawURLEncoding.EncodeToString(b)
 	cl, _ := callerOf(c)
-	l := store.PasswordLink{TokenHash: linkDigest(token), DeploymentID: c.Params("id"), UserName: name, Purpose: purpose,
-		CreatedBy: cl.user.ID, CreatedAt: now, ExpiresAt: now.Add(h.d.passwordLinkTTL())}
-	if err := h.d.Store.ReplacePasswordLink(ctx, l); err != nil {
+	token, expires, err := h.d.links().Issue(c.UserContext(), c.Params("id"), name, purpose, cl.user.ID)
+	if err != nil {
 		return PasswordLink{}, err
 	}
-	return PasswordLink{URL: c.BaseURL() + PasswordPage + "#" + token, Purpose: purpose, ExpiresAt: l.ExpiresAt}, nil
-}
-
-func linkDigest(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:])
+	return PasswordLink{URL: c.BaseURL() + PasswordPage + "#" + token, Purpose: purpose, ExpiresAt: expires}, nil
 }
 
 // passwordLinkLimit lets one address try 10 links a minute: with 256-bit tokens this is
@@ -314,8 +290,7 @@ func passwordLinkLimit() fiber.Handler {
 
 var errCrossSite = &refused{status: fiber.StatusForbidden, code: "authz_denied", message: "a password is set from fedhost's own page only"}
 
-var errBadLink = &refused{status: fiber.StatusNotFound, code: "link_invalid",
-	message: "this link is unknown, used already or expired: ask whoever manages your account for a new one"}
+var errBadLink = &refused{status: fiber.StatusNotFound, code: "link_invalid", message: directory.ErrBadLink.Error()}
 
 // usePasswordLink sets the password of a link's user, once. It is public: the token is
 // the credential, and the route's rate limit bounds guessing.
@@ -327,19 +302,16 @@ func (h *handlers) usePasswordLink(c *fiber.Ctx) error {
 	if err := c.BodyParser(&body); err != nil {
 		return &directory.Error{Code: directory.CodeInvalid, Field: "body", Message: `send {"token": ..., "password": ...}`}
 	}
-	if len(body.Token) != 43 {
-		return errBadLink
-	}
-	if err := directory.CheckPassword("password", body.Password); err != nil {
-		return err
-	}
 	ctx := c.UserContext()
-	digest := linkDigest(body.Token)
-	l, err := h.d.Store.PasswordLinkByHash(ctx, digest)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && !time.Now().Before(l.ExpiresAt)) {
+	links := h.d.links()
+	l, err := links.Find(ctx, body.Token)
+	if errors.Is(err, directory.ErrBadLink) {
 		return errBadLink
 	}
 	if err != nil {
+		return err
+	}
+	if err := directory.CheckPassword("password", body.Password); err != nil {
 		return err
 	}
 	c.Locals("deployment", l.DeploymentID)
@@ -352,18 +324,9 @@ func (h *handlers) usePasswordLink(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	took, err := h.d.Store.TakePasswordLink(ctx, digest)
-	if err != nil {
-		return err
-	}
-	if !took {
+	if err := links.Use(ctx, l, dir, body.Password); errors.Is(err, directory.ErrBadLink) {
 		return errBadLink
-	}
-	if err := dir.SetPassword(l.UserName, body.Password); err != nil {
-		// The link was not used up: it works again.
-		if restore := h.d.Store.ReplacePasswordLink(context.WithoutCancel(ctx), l); restore != nil {
-			h.log(c, "restoring a password link", restore)
-		}
+	} else if err != nil {
 		return err
 	}
 	return c.SendStatus(fiber.StatusNoContent)

@@ -165,7 +165,7 @@ func (e *env) serve(ctx context.Context) error {
 	}
 	api.Mount(app, apiDeps)
 	uiDeps := ui.Deps{Engine: engine, Store: st, Auth: accounts, Audit: trail, Plugins: manager, Version: Version, OIDC: operatorOIDC,
-		SuggestedDomain: cfg.SuggestedDomain}
+		SuggestedDomain: cfg.SuggestedDomain, PasswordLinkTTL: cfg.PasswordLinkTTL()}
 	if operatorOIDC != nil {
 		uiDeps.OIDCButton = cfg.OperatorOIDC.ButtonLabel
 	}
