@@ -235,8 +235,8 @@ func TestUsersScreenshots(t *testing.T) {
 	res, _ := alice.post(t, "/deployments/"+d.ID+"/users/bob/disable", url.Values{})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)
 	tab, shot := shooter(t, b, exe, dir)
-	shot("users", "/deployments/"+d.ID+"/users", 1280)
 	shot("users-narrow", "/deployments/"+d.ID+"/users", 420)
+	shot("users", "/deployments/"+d.ID+"/users", 1280)
 	// A new link for carol, as the page shows it once.
 	require.NoError(t, chromedp.Do(tab, chromedp.Click(chromedp.CSS(`#user-carol form[action$="/reset"] button`)), chromedp.WaitVisible(chromedp.CSS(`input.link-once`))))
 	png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
