@@ -276,7 +276,7 @@ type setPasswordData struct {
 
 // setPasswordLimit lets one address send the set-password form 10 times a minute.
 func (u *UI) setPasswordLimit() fiber.Handler {
-	return limiter.New(limiter.Config{Max: 10, Expiration: time.Minute, Next: func(c *fiber.Ctx) bool { return c.Method() == fiber.MethodGet },
+	return limiter.New(limiter.Config{Max: 10, Expiration: time.Minute,
 		LimitReached: func(c *fiber.Ctx) error {
 			c.Set(fiber.HeaderRetryAfter, "60")
 			return u.renderSetPassword(c, fiber.StatusTooManyRequests, setPasswordData{}, "Too many tries from this address: wait a minute and try again.")

@@ -173,6 +173,11 @@ func TestUsersPage(t *testing.T) {
 	require.NoError(t, bindAs(t, r, "carol", "a good long password"))
 	status, _ = setPassword(t, b, token, "a second password", "a second password")
 	require.Equal(t, http.StatusNotFound, status, "a link works once")
+	form := url.Values{"csrf": {"made-up"}, "token": {token}, "password": {"a second password"}, "confirm": {"a second password"}}
+	req := httptest.NewRequest(http.MethodPost, "/set-password", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	res, _ = b.do(t, req)
+	require.Equal(t, http.StatusForbidden, res.StatusCode, "the form without its page's token")
 
 	res, _ = alice.post(t, "/deployments/"+d.ID+"/users/carol/disable", url.Values{})
 	require.Equal(t, http.StatusSeeOther, res.StatusCode)

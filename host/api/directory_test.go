@@ -268,4 +268,12 @@ func TestDirectoryUsersRefuseBadInput(t *testing.T) {
 	require.Len(t, users, 1, "only dave: %s", body)
 	status, _ = b.do(t, client{}, "POST", "/api/v1/password-links/use", `{"token":"`+strings.Repeat("x", 43)+`","password":"a long enough password"}`)
 	require.Equal(t, http.StatusNotFound, status)
+	// One address may try 10 links a minute.
+	for range 9 {
+		status, _ = b.do(t, client{}, "POST", "/api/v1/password-links/use", `{"token":"`+strings.Repeat("y", 43)+`","password":"a long enough password"}`)
+		require.Equal(t, http.StatusNotFound, status)
+	}
+	status, body = b.do(t, client{}, "POST", "/api/v1/password-links/use", `{"token":"`+strings.Repeat("y", 43)+`","password":"a long enough password"}`)
+	require.Equal(t, http.StatusTooManyRequests, status, "%s", body)
+	require.Equal(t, "rate_limited", errorCode(t, body))
 }
