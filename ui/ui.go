@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -44,6 +45,9 @@ type Deps struct {
 	// OIDC, when set, adds single sign-on to the log-in page, on a button labelled OIDCButton.
 	OIDC       *auth.OIDC
 	OIDCButton string
+	// PasswordLinkTTL is how long an invitation or reset link of a deployment's user works
+	// (directory.DefaultLinkTTL when 0).
+	PasswordLinkTTL time.Duration
 	// SuggestedDomain is the domain offered to a deployment that has none yet, with
 	// {namespace} standing for its namespace (fedhost.hcl's suggested_domain); "" offers none.
 	SuggestedDomain string
@@ -123,6 +127,12 @@ func (u *UI) Mount(app *fiber.App) {
 	app.Post("/deployments/:id/backups/:app/drill", small, u.signedIn(u.drill))
 	app.Get("/deployments/:id/backups/:app/restore/:snapshot", u.signedIn(u.restorePage))
 	app.Post("/deployments/:id/backups/:app/restore/:snapshot", small, u.signedIn(u.restore))
+	app.Get("/deployments/:id/users", u.signedIn(u.usersPage))
+	app.Post("/deployments/:id/users", small, u.signedIn(u.addUser))
+	app.Post("/deployments/:id/users/:user/groups", small, u.signedIn(u.changeMembership))
+	app.Post("/deployments/:id/users/:user/:change", small, u.signedIn(u.changeUser))
+	app.Get(setPasswordPath, u.public(u.setPasswordPage))
+	app.Post(setPasswordPath, small, u.setPasswordLimit(), u.public(u.setPassword))
 	app.Get("/builds/:id", u.signedIn(u.build))
 
 	app.Get("/account", u.signedIn(u.account))
@@ -364,6 +374,7 @@ var funcs = template.FuncMap{
 	"unfinished": func(s store.BuildState) bool { return !s.Finished() },
 	// datetime is t for a <time> element's datetime attribute.
 	"datetime":  func(t time.Time) string { return t.UTC().Format(time.RFC3339) },
+	"has":       func(list []string, s string) bool { return slices.Contains(list, s) },
 	"ago":       relative,
 	"past":      func(t time.Time) bool { return t.Before(time.Now()) },
 	"retention": retention,

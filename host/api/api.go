@@ -16,6 +16,7 @@ import (
 	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/auth"
 	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/directory"
 	"github.com/fedhost/fedhost/host/headers"
 	"github.com/fedhost/fedhost/host/input"
 	"github.com/fedhost/fedhost/host/metrics"
@@ -37,6 +38,20 @@ type Deps struct {
 	// peers only with MetricsToken "", else to requests bearing MetricsToken.
 	Metrics      *metrics.Metrics
 	MetricsToken string
+	// PasswordLinkTTL is how long an invitation or reset link of a deployment's user
+	// works (directory.DefaultLinkTTL when 0).
+	PasswordLinkTTL time.Duration
+}
+
+func (d Deps) links() directory.Links {
+	return directory.Links{Store: d.Store, TTL: d.PasswordLinkTTL}
+}
+
+// statusOfDirectory maps the directory's refusals to HTTP statuses.
+var statusOfDirectory = map[string]int{
+	directory.CodeInvalid:  fiber.StatusBadRequest,
+	directory.CodeConflict: fiber.StatusConflict,
+	directory.CodeNotFound: fiber.StatusNotFound,
 }
 
 // Error is the body of every error answer.
@@ -64,7 +79,10 @@ func errorHandler(c *fiber.Ctx, err error) error {
 	var fe *fiber.Error
 	var dn *denied
 	var rf *refused
+	var dir *directory.Error
 	switch {
+	case errors.As(err, &dir):
+		body, status = Error{Code: dir.Code, Message: dir.Message, Location: "/" + dir.Field}, statusOfDirectory[dir.Code]
 	case errors.As(err, &dn):
 		body, status = Error{Code: dn.code, Message: dn.message}, dn.status
 	case errors.As(err, &rf):

@@ -16,6 +16,7 @@ import (
 	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/auth"
 	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/directory"
 	"github.com/fedhost/fedhost/host/input"
 	"github.com/fedhost/fedhost/host/store"
 )
@@ -308,7 +309,11 @@ func (h *handlers) recordResult(c *fiber.Ctx, action string, err error) {
 	if id, ok := c.Locals("deployment").(string); ok {
 		e.DeploymentID = id
 	}
+	if s, ok := c.Locals("subject").(string); ok {
+		e.Subject = s
+	}
 	var de *deploy.Error
+	var dir *directory.Error
 	var dn *denied
 	var rf *refused
 	switch {
@@ -317,6 +322,8 @@ func (h *handlers) recordResult(c *fiber.Ctx, action string, err error) {
 		return // recorded by authorize
 	case errors.As(err, &rf):
 		e.Result, e.Reason = audit.ResultInvalid, rf.code
+	case errors.As(err, &dir):
+		e.Result, e.Reason = audit.ResultInvalid, dir.Code+" at /"+dir.Field
 	case errors.As(err, &de):
 		e.Result, e.Reason = audit.ResultInvalid, de.Code
 		if de.Location != "" {

@@ -32,6 +32,8 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"PUT", "/api/v1/deployments/{id}/update-policy"},
 	{"POST", "/api/v1/deployments/{id}/operations/backup"},
 	{"POST", "/api/v1/users"},
+	{"POST", "/api/v1/deployments/{id}/users"},
+	{"POST", "/api/v1/password-links/use"},
 }
 
 // fuzzContentTypes are what a client may say the body is; the handlers that use

@@ -243,6 +243,14 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"Unmigrated":            catalog.Unmigrated{},
 		"Configuration":         catalog.Config{},
 		"AppConfig":             catalog.AppConfig{},
+		"DirectoryUser":         DirectoryUser{},
+		"PendingLink":           PendingLink{},
+		"PasswordLink":          PasswordLink{},
+		"DirectoryGroup":        DirectoryGroup{},
+		"GroupRole":             GroupRole{},
+		"NewDirectoryUser":      NewDirectoryUser{},
+		"NewUserAnswer":         NewUserAnswer{},
+		"UsePasswordLink":       UsePasswordLink{},
 	} {
 		t.Run(name, func(t *testing.T) {
 			schema, ok := schemas[name].(map[string]any)

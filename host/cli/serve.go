@@ -152,7 +152,8 @@ func (e *env) serve(ctx context.Context) error {
 
 	read, write, idle := cfg.Timeouts()
 	app := fiber.New(api.Config(api.Server{ReadTimeout: read, WriteTimeout: write, IdleTimeout: idle, TrustedProxies: cfg.Proxies()}))
-	apiDeps := api.Deps{Plugins: manager, Engine: engine, Store: st, Auth: accounts, Audit: trail, Logger: log.Named("api"), Version: Version}
+	apiDeps := api.Deps{Plugins: manager, Engine: engine, Store: st, Auth: accounts, Audit: trail, Logger: log.Named("api"), Version: Version,
+		PasswordLinkTTL: cfg.PasswordLinkTTL()}
 	switch cfg.Metrics {
 	case config.MetricsLoopback:
 		apiDeps.Metrics = mx
@@ -164,7 +165,7 @@ func (e *env) serve(ctx context.Context) error {
 	}
 	api.Mount(app, apiDeps)
 	uiDeps := ui.Deps{Engine: engine, Store: st, Auth: accounts, Audit: trail, Plugins: manager, Version: Version, OIDC: operatorOIDC,
-		SuggestedDomain: cfg.SuggestedDomain}
+		SuggestedDomain: cfg.SuggestedDomain, PasswordLinkTTL: cfg.PasswordLinkTTL()}
 	if operatorOIDC != nil {
 		uiDeps.OIDCButton = cfg.OperatorOIDC.ButtonLabel
 	}

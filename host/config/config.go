@@ -33,6 +33,9 @@ type Config struct {
 	LogFormat string
 	// AuditRetentionDays is how many days audit events are kept ("0" keeps all).
 	AuditRetentionDays string
+	// PasswordLinkDays is how many days an invitation or reset link of a deployment's
+	// user works.
+	PasswordLinkDays string
 	// UpdateCheckInterval is how often the update policies are evaluated (a duration).
 	UpdateCheckInterval string
 	// BackupSchedule is when each app's data is backed up (a cron spec, in UTC unless
@@ -215,6 +218,7 @@ func Default() *Config {
 		LogFormat: "text",
 
 		AuditRetentionDays:    "365",
+		PasswordLinkDays:      "7",
 		UpdateCheckInterval:   "1m",
 		BackupSchedule:        "@daily",
 		BackupKeepWithin:      "30d",
@@ -359,6 +363,12 @@ func emptyObject() json.RawMessage { return json.RawMessage(`{}`) }
 // BuildLogRetention is BuildLogRetentionDays as a duration; 0 keeps all logs.
 func (c *Config) BuildLogRetention() time.Duration {
 	days, _ := strconv.Atoi(c.BuildLogRetentionDays)
+	return time.Duration(days) * 24 * time.Hour
+}
+
+// PasswordLinkTTL is PasswordLinkDays as a duration.
+func (c *Config) PasswordLinkTTL() time.Duration {
+	days, _ := strconv.Atoi(c.PasswordLinkDays)
 	return time.Duration(days) * 24 * time.Hour
 }
 

@@ -26,6 +26,7 @@ var settings = []setting{
 	{"plugin_dir", "directory the plugins are loaded from", func(c *Config) *string { return &c.PluginDir }},
 	{"log_level", "trace, debug, info, warn or error", func(c *Config) *string { return &c.LogLevel }},
 	{"log_format", "text or json", func(c *Config) *string { return &c.LogFormat }},
+	{"password_link_days", "days an invitation or password reset link of a deployment's user works", func(c *Config) *string { return &c.PasswordLinkDays }},
 	{"audit_retention_days", "days audit events are kept; 0 keeps all", func(c *Config) *string { return &c.AuditRetentionDays }},
 	{"update_check_interval", "how often update policies are evaluated, a duration such as 1m", func(c *Config) *string { return &c.UpdateCheckInterval }},
 	{"backup_schedule", "when apps are backed up: a cron spec such as @daily or 30 3 * * *", func(c *Config) *string { return &c.BackupSchedule }},

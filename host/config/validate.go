@@ -58,6 +58,9 @@ func (c *Config) validate() error {
 	if days, err := strconv.Atoi(c.AuditRetentionDays); err != nil || days < 0 {
 		bad("audit_retention_days", "%q is not a number of days; use 0 to keep all events, or e.g. 365", c.AuditRetentionDays)
 	}
+	if days, err := strconv.Atoi(c.PasswordLinkDays); err != nil || days < 1 || days > 90 {
+		bad("password_link_days", "is not a number of days from 1 to 90, such as 7")
+	}
 	if days, err := strconv.Atoi(c.BuildLogRetentionDays); err != nil || days < 0 {
 		bad("build_log_retention_days", "%q is not a number of days; use 0 to keep all build logs, or e.g. 30", c.BuildLogRetentionDays)
 	}

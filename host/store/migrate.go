@@ -26,6 +26,7 @@ var migrations = []migration{
 	migrate6,
 	migrate7,
 	migrate8,
+	migrate9,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -288,6 +289,22 @@ func migrate8(tx *gorm.DB) error {
 		`ALTER TABLE app_backups ADD COLUMN drill_rows bigint NOT NULL DEFAULT 0`,
 		`ALTER TABLE app_backups ADD COLUMN drill_seconds double precision NOT NULL DEFAULT 0`,
 		`ALTER TABLE app_backups ADD COLUMN drill_error text NOT NULL DEFAULT ''`,
+	)
+}
+
+// migrate9 adds the one-time links by which a deployment's users set their password.
+func migrate9(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE password_links (
+			token_hash text PRIMARY KEY,
+			deployment_id text NOT NULL REFERENCES deployments (id) ON DELETE CASCADE,
+			user_name text NOT NULL,
+			purpose text NOT NULL,
+			created_by text NOT NULL,
+			created_at {ts} NOT NULL,
+			expires_at {ts} NOT NULL
+		)`,
+		`CREATE INDEX password_links_user ON password_links (deployment_id, user_name)`,
 	)
 }
 
