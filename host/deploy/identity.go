@@ -31,7 +31,7 @@ import (
 
 // The instances of a deployment's identity, which belong to no app.
 const (
-	directoryInstance = "directory"
+	directoryInstance = DirectoryResource
 	authTLSInstance   = "auth-tls"
 	authRouteInstance = "auth-route"
 	// authLabel is the issuer's host name under the domain; the catalog refuses it as an
