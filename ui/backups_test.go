@@ -103,6 +103,14 @@ func TestDeploymentPageShowsWhereBackupsStand(t *testing.T) {
 	require.NoError(t, b.st.EnsureAppBackup(ctx, d.ID, "pixelfed", now.Add(-72*time.Hour)))
 	require.NoError(t, b.st.BackupStarted(ctx, d.ID, "pixelfed", first.ID, store.BackupManual, now.Add(-3*time.Hour)))
 	require.NoError(t, b.st.BackupFinished(ctx, d.ID, "pixelfed", "99aa88bb77cc66dd", "", now.Add(-3*time.Hour)))
+	// miniflux's drill: good 30 hours ago, then one that failed 1 hour ago; pixelfed's
+	// good 2 hours ago.
+	require.NoError(t, b.st.DrillStarted(ctx, d.ID, "miniflux", now.Add(-30*time.Hour)))
+	require.NoError(t, b.st.DrillFinished(ctx, d.ID, "miniflux", store.Drill{Snapshot: good, Tables: 23, Rows: 4812, Seconds: 3.4}, now.Add(-30*time.Hour)))
+	require.NoError(t, b.st.DrillStarted(ctx, d.ID, "miniflux", now.Add(-time.Hour)))
+	require.NoError(t, b.st.DrillFinished(ctx, d.ID, "miniflux", store.Drill{Error: "restore drill of miniflux: restic: pack 4f3a not found", Seconds: 1.2}, now.Add(-time.Hour)))
+	require.NoError(t, b.st.DrillStarted(ctx, d.ID, "pixelfed", now.Add(-2*time.Hour)))
+	require.NoError(t, b.st.DrillFinished(ctx, d.ID, "pixelfed", store.Drill{Snapshot: "99aa88bb77cc66dd", Tables: 41, Rows: 120, Seconds: 2}, now.Add(-2*time.Hour)))
 
 	var listed atomic.Int32
 	ui.SetSnapshots(b.ui, func(context.Context, string, string) ([]backup.Snapshot, error) {
@@ -130,11 +138,18 @@ func TestDeploymentPageShowsWhereBackupsStand(t *testing.T) {
 	require.Contains(t, mf, `href="/deployments/`+d.ID+`/backups/miniflux">Backups and restore`)
 	require.Regexp(t, `<time datetime="[^"]+">[^<]+</time><br><span class="muted">in (\d+ (hours?|minutes?)|a moment)|due now`, mf, "the next scheduled backup")
 
+	require.Contains(t, mf, `<span class="state state-failed">drill failed</span>`)
+	require.Contains(t, mf, `<strong>Last restore drill failed:</strong> restore drill of miniflux: restic: pack 4f3a not found`)
+	require.Contains(t, mf, "the last good drill was 30 hours ago")
+	require.Contains(t, mf, "23 tables, 4812 rows, 3.4 s", "the last good drill's counts and time")
+	require.Contains(t, mf, `action="/deployments/`+d.ID+`/backups/miniflux/drill"`)
+
 	pf := row(t, body, "backup-pixelfed")
 	require.NotContains(t, pf, "stale")
 	require.NotContains(t, pf, "failed")
 	require.Contains(t, pf, "3 hours ago")
 	require.Contains(t, pf, `>99aa88bb</code>`)
+	require.Contains(t, pf, "41 tables, 120 rows, 2.0 s")
 
 	t.Run("a suspended deployment is not stale and takes no scheduled backups", func(t *testing.T) {
 		require.NoError(t, b.st.UpdateDeployment(ctx, d.ID, map[string]any{"state": deploy.StateSuspended}))

@@ -76,7 +76,8 @@ type Drill struct {
 func (s *Store) DrillFinished(ctx context.Context, deploymentID, app string, d Drill, at time.Time) error {
 	q := s.db.WithContext(ctx).Model(&AppBackup{}).Where("deployment_id = ? AND app = ?", deploymentID, app)
 	if d.Error != "" {
-		return q.Updates(map[string]any{"drill_error": bounded(d.Error, maxReason), "drill_seconds": d.Seconds}).Error
+		// The counts and time stay those of the last good drill, which the page shows.
+		return q.Update("drill_error", bounded(d.Error, maxReason)).Error
 	}
 	return q.Updates(map[string]any{"last_good_drill_at": at.UTC().Truncate(time.Microsecond), "drill_snapshot": bounded(d.Snapshot, 64),
 		"drill_tables": d.Tables, "drill_rows": d.Rows, "drill_seconds": d.Seconds, "drill_error": ""}).Error

@@ -182,8 +182,8 @@ type AppBackup struct {
 	Failures  int
 	// LastDrillAt is when the newest restore drill started; LastGoodDrillAt when the
 	// newest good one finished, of snapshot DrillSnapshot, finding DrillTables tables and
-	// DrillRows rows in DrillSeconds. DrillError is why the newest drill failed, empty once
-	// one succeeds again.
+	// DrillRows rows in DrillSeconds (a failed drill changes none of these). DrillError
+	// is why the newest drill failed, empty once one succeeds again.
 	LastDrillAt     *time.Time
 	LastGoodDrillAt *time.Time
 	DrillSnapshot   string
