@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"time"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/fedhost/fedhost/host/metrics"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/host/tfstate"
 	"github.com/fedhost/fedhost/sdk/schema"
 )
 
@@ -37,6 +39,9 @@ type Deps struct {
 	// peers only with MetricsToken "", else to requests bearing MetricsToken.
 	Metrics      *metrics.Metrics
 	MetricsToken string
+	// TerraformState, when set, serves the terraform provider's state backend
+	// (/api/v1/terraform/state/{tenant}/{instance}); without it those routes answer 404.
+	TerraformState *tfstate.Keys
 }
 
 // Error is the body of every error answer.
@@ -133,6 +138,7 @@ func Config(s Server) fiber.Config {
 		// With the check on and no proxies listed, no client's forwarding headers count.
 		EnableTrustedProxyCheck: true, TrustedProxies: s.TrustedProxies,
 		ProxyHeader: "X-Real-IP", EnableIPValidation: true,
+		RequestMethods: append(slices.Clone(fiber.DefaultMethods), MethodLock, MethodUnlock),
 	}
 }
 
@@ -156,6 +162,7 @@ func Mount(app *fiber.App, d Deps) []Rule {
 		return c.JSON(fiber.Map{"status": "ok", "version": d.Version})
 	})
 	mountMetrics(app, d)
+	mountTerraformState(app, d)
 	h := &handlers{d: d}
 	v1 := app.Group("/api/v1", headers.Middleware(headers.DataCSP), requestid.New(), h.authenticate)
 	h.routes(v1)

@@ -25,6 +25,7 @@ var migrations = []migration{
 	migrate5,
 	migrate6,
 	migrate7,
+	migrate8,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -274,6 +275,23 @@ func migrate7(tx *gorm.DB) error {
 	return execAll(tx,
 		`ALTER TABLE users ADD COLUMN must_change_password boolean NOT NULL DEFAULT false`,
 		`ALTER TABLE api_tokens ADD COLUMN last_used_at {ts}`,
+	)
+}
+
+// migrate8 keeps the Terraform states of the terraform provider, one per tenant and
+// instance: the state sealed by the host (never plain), and the lock a run holds.
+func migrate8(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE terraform_states (
+			tenant text NOT NULL,
+			instance text NOT NULL,
+			sealed text NOT NULL,
+			lock_id text NOT NULL,
+			lock_info text NOT NULL,
+			locked_at {ts},
+			updated_at {ts} NOT NULL,
+			PRIMARY KEY (tenant, instance)
+		)`,
 	)
 }
 
