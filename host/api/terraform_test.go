@@ -3,14 +3,17 @@ package api_test
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/fedhost/fedhost/host/api"
 	"github.com/fedhost/fedhost/host/store"
@@ -139,4 +142,57 @@ func TestTerraformStateLockAndWrite(t *testing.T) {
 	require.Equal(t, http.StatusOK, status)
 	status, _ = b.call(t, http.MethodGet, "acme/db", "", tok, "")
 	require.Equal(t, http.StatusNoContent, status, "deleted")
+}
+
+// FuzzTerraformState sends any method, query, body and Authorization to a workspace's
+// state: the answer is never a 500, and a refusal is the API's JSON error.
+func FuzzTerraformState(f *testing.F) {
+	dir := f.TempDir()
+	st, err := store.Open(context.Background(), store.Config{Database: "sqlite", DataDir: dir})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { st.Close() })
+	keys, err := tfstate.LoadOrCreate(dir)
+	if err != nil {
+		f.Fatal(err)
+	}
+	app := fiber.New(api.Config(api.DefaultServer))
+	api.Mount(app, api.Deps{Store: st, TerraformState: keys})
+	good := "Basic " + base64.StdEncoding.EncodeToString([]byte("fedhost:"+tfstate.Token(keys.StateKey(), "acme", "db")))
+	methods := []string{http.MethodGet, http.MethodPost, http.MethodDelete, api.MethodLock, api.MethodUnlock}
+	f.Add(uint8(3), true, "", `{"ID":"a"}`, "")
+	f.Add(uint8(1), true, "?ID=a", `{"version":4}`, "")
+	f.Add(uint8(4), false, "", `{"ID":"a"}`, "Basic !!!")
+	f.Fuzz(func(t *testing.T, method uint8, signed bool, query, body, authorization string) {
+		req := httptest.NewRequest(methods[int(method)%len(methods)], "/api/v1/terraform/state/acme/db", strings.NewReader(body))
+		if u, err := url.ParseQuery(strings.TrimPrefix(query, "?")); err == nil {
+			req.URL.RawQuery = u.Encode()
+		}
+		req.Header.Set("Content-Type", "application/json")
+		if signed {
+			authorization = good
+		}
+		if !httpguts.ValidHeaderFieldValue(authorization) {
+			t.Skip("not a header an HTTP client sends")
+		}
+		req.Header.Set("Authorization", authorization)
+		resp, err := app.Test(req, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode >= 500 {
+			t.Fatalf("%d: %s", resp.StatusCode, out)
+		}
+		if resp.StatusCode >= 400 && resp.StatusCode != http.StatusLocked && resp.StatusCode != http.StatusConflict {
+			var e struct {
+				Error api.Error `json:"error"`
+			}
+			if json.Unmarshal(out, &e) != nil || e.Error.Code == "" {
+				t.Fatalf("%d is not the API's error: %s", resp.StatusCode, out)
+			}
+		}
+	})
 }
