@@ -25,8 +25,7 @@ const settingsSchema = `{
   "properties": {
     "modules": {
       "type": "object",
-      "description": "The module that answers each resource type: its directory, or an object with its directory and variables of the hosting provider's own",
-      "propertyNames": {"enum": ["postgresql", "s3", "redis", "ldap", "smtp", "dns", "tls", "oidc"]},
+      "description": "The module that answers each resource type (postgresql, s3, redis, ldap, smtp, dns, tls, oidc): its directory, or an object with its directory and variables of the hosting provider's own",
       "additionalProperties": {
         "oneOf": [
           {"type": "string", "minLength": 1, "maxLength": 4096},
@@ -37,8 +36,7 @@ const settingsSchema = `{
               "variables": {
                 "type": "object",
                 "maxProperties": 100,
-                "propertyNames": {"pattern": "^[a-z_][a-z0-9_]{0,63}$"},
-                "description": "Values of the module's variables that the hosting provider sets (an admin connection, a region), given to every run"
+                "description": "Values of the module's variables that the hosting provider sets (an admin connection, a region), given to every run, by Terraform names"
               }
             },
             "required": ["dir"],
