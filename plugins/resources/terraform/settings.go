@@ -137,6 +137,8 @@ func parseSettings(raw json.RawMessage, dataDir string) (*config, error) {
 			return nil, sdk.Invalid("settings/terraform", "no terraform on PATH: install Terraform (1.11 is tested) or OpenTofu, or set terraform to its path")
 		}
 		c.terraform = path
+	} else if _, err := exec.LookPath(c.terraform); err != nil {
+		return nil, sdk.Invalid("settings/terraform", "%s is not an executable this provider can run: install Terraform there, or set terraform to where it is", c.terraform)
 	}
 	c.providerMirror = s.ProviderMirror
 	if c.providerMirror == "" {
