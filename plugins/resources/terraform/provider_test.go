@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -204,4 +206,50 @@ func TestWrongStateKeyIsRefused(t *testing.T) {
 	exists, err := pg.databaseExists(ctx, "wrongkey_db")
 	require.NoError(t, err)
 	require.False(t, exists)
+}
+
+// A Terraform killed (SIGKILL) in the middle of an apply leaves its lock at the host; the
+// next provision, once the lock is older than stale_lock_after, releases it and goes on.
+func TestLockLeftByAKilledTerraform(t *testing.T) {
+	t.Parallel()
+	h, pg := startHost(t), newPostgres(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	main, err := os.ReadFile(filepath.Join("testdata", "sleeper", "main.tf"))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "main.tf"), main, 0o600))
+	address := h.address + "/killed/db"
+	env := append(os.Environ(), "TF_HTTP_ADDRESS="+address, "TF_HTTP_LOCK_ADDRESS="+address, "TF_HTTP_UNLOCK_ADDRESS="+address,
+		"TF_HTTP_USERNAME=fedhost", "TF_HTTP_PASSWORD="+token(h.stateKey, "killed", "db"), "TF_IN_AUTOMATION=1", "CHECKPOINT_DISABLE=1")
+	terraform := func(args ...string) *exec.Cmd {
+		cmd := exec.Command("terraform", args...)
+		cmd.Dir, cmd.Env = dir, env
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the kill takes its sleep too
+		return cmd
+	}
+	out, err := terraform("init", "-input=false", "-no-color").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	apply := terraform("apply", "-auto-approve", "-input=false", "-no-color")
+	require.NoError(t, apply.Start())
+	require.Eventually(t, func() bool {
+		row, err := h.store.TerraformStateOf(ctx, "killed", "db")
+		return err == nil && row.LockID != ""
+	}, time.Minute, 100*time.Millisecond, "terraform apply took the lock")
+	require.NoError(t, syscall.Kill(-apply.Process.Pid, syscall.SIGKILL))
+	_ = apply.Wait()
+	row, err := h.store.TerraformStateOf(ctx, "killed", "db")
+	require.NoError(t, err)
+	left := row.LockID
+	require.NotEmpty(t, left, "a killed run leaves its lock")
+
+	time.Sleep(1100 * time.Millisecond)
+	rc, logs := start(t, settingsFor(t, h, pg, "postgresql", map[string]any{"stale_lock_after": "1s"}), t.TempDir())
+	res, err := rc.Provision(ctx, request("killed", `{}`, nil))
+	require.NoError(t, err)
+	t.Cleanup(func() { deprovision(t, rc, "killed") })
+	require.NoError(t, contract.ValidateResult(contract.PostgreSQL, res.Data))
+	require.Contains(t, logs.String(), left, "the released lock is named in the log")
+	row, err = h.store.TerraformStateOf(ctx, "killed", "db")
+	require.NoError(t, err)
+	require.Empty(t, row.LockID)
 }
