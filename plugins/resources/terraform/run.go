@@ -121,8 +121,10 @@ func (p *provider) start(ctx context.Context, cfg *config, m module, typ, tenant
 	if err := tf.Init(ctx, tfexec.Upgrade(false)); err != nil {
 		return nil, r.failed("init", err)
 	}
-	if err := r.keepSecretsOfState(ctx); err != nil {
-		return nil, err
+	if !r.secretsGiven() {
+		if err := r.keepSecretsOfState(ctx); err != nil {
+			return nil, err
+		}
 	}
 	ok = true
 	return r, nil
@@ -171,6 +173,22 @@ func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	_, _ = rand.Read(b) // crypto/rand.Read never fails
 	return b
+}
+
+// secretsGiven reports whether the request brought back every secret of the type's
+// result, so that the state's outputs need not be read for them.
+func (r *run) secretsGiven() bool {
+	shape, err := shapeOf(r.typ)
+	if err != nil {
+		return false
+	}
+	kept := r.vars["secrets"].(map[string]string)
+	for field := range shape.secret {
+		if _, ok := kept[secretName(field)]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // keepSecretsOfState adds to the secrets variable the sensitive outputs the state holds
