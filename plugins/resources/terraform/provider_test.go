@@ -253,3 +253,19 @@ func TestLockLeftByAKilledTerraform(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, row.LockID)
 }
+
+// A module that needs a provider not in the mirror fails at init naming the provider:
+// Terraform asks no registry.
+func TestNoRegistryIsAsked(t *testing.T) {
+	t.Parallel()
+	h, pg := startHost(t), newPostgres(t)
+	mirror := t.TempDir()
+	rc, _ := start(t, settingsFor(t, h, pg, "registry", map[string]any{"provider_mirror": mirror}), t.TempDir())
+	_, err := rc.Provision(context.Background(), request("registry", `{}`, nil))
+	require.Error(t, err)
+	require.Equal(t, sdk.CodeInvalid, sdk.CodeOf(err), "%v", err)
+	require.Contains(t, err.Error(), "terraform init")
+	require.Contains(t, err.Error(), "hashicorp/random")
+	require.Contains(t, err.Error(), "found in any of the search locations")
+	require.Contains(t, err.Error(), "- "+mirror, "the mirror is the only place searched")
+}
