@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/fedhost/fedhost/host/metrics"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/host/tfstate"
 	"github.com/fedhost/fedhost/sdk/schema"
 )
 
@@ -41,6 +43,9 @@ type Deps struct {
 	// PasswordLinkTTL is how long an invitation or reset link of a deployment's user
 	// works (directory.DefaultLinkTTL when 0).
 	PasswordLinkTTL time.Duration
+	// TerraformState, when set, serves the terraform provider's state backend
+	// (/api/v1/terraform/state/{tenant}/{instance}); without it those routes answer 404.
+	TerraformState *tfstate.Keys
 }
 
 func (d Deps) links() directory.Links {
@@ -151,6 +156,7 @@ func Config(s Server) fiber.Config {
 		// With the check on and no proxies listed, no client's forwarding headers count.
 		EnableTrustedProxyCheck: true, TrustedProxies: s.TrustedProxies,
 		ProxyHeader: "X-Real-IP", EnableIPValidation: true,
+		RequestMethods: append(slices.Clone(fiber.DefaultMethods), MethodLock, MethodUnlock),
 	}
 }
 
@@ -174,6 +180,7 @@ func Mount(app *fiber.App, d Deps) []Rule {
 		return c.JSON(fiber.Map{"status": "ok", "version": d.Version})
 	})
 	mountMetrics(app, d)
+	mountTerraformState(app, d)
 	h := &handlers{d: d}
 	v1 := app.Group("/api/v1", headers.Middleware(headers.DataCSP), requestid.New(), h.authenticate)
 	h.routes(v1)

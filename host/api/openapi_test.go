@@ -56,6 +56,12 @@ func operations(t *testing.T, doc map[string]any) map[string]map[string]any {
 				out[strings.ToUpper(method)+" "+path] = op.(map[string]any)
 			}
 		}
+		// Methods outside HTTP's own (Terraform's LOCK and UNLOCK), as OpenAPI 3.2's
+		// additionalOperations names them.
+		extra, _ := item.(map[string]any)["x-additionalOperations"].(map[string]any)
+		for method, op := range extra {
+			out[method+" "+path] = op.(map[string]any)
+		}
 	}
 	return out
 }

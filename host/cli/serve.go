@@ -26,6 +26,7 @@ import (
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/host/tfstate"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/ui"
 )
@@ -58,11 +59,15 @@ func (e *env) serve(ctx context.Context) error {
 	// The registry exists with metrics = "off" too: the counters cost next to nothing
 	// and nothing serves them.
 	mx := metrics.New(log.Named("metrics"))
+	stateKeys, err := tfstate.LoadOrCreate(cfg.DataDir)
+	if err != nil {
+		return err
+	}
 	manager, err := plugins.New(plugins.Options{
 		Dir:      cfg.PluginDir,
 		DataDir:  cfg.DataDir,
 		Logger:   log.Named("plugin"),
-		Settings: pluginSettings(cfg),
+		Settings: withStateBackend(pluginSettings(cfg), cfg.Listen, stateKeys),
 		Observer: mx,
 	})
 	if err != nil {
@@ -153,7 +158,7 @@ func (e *env) serve(ctx context.Context) error {
 	read, write, idle := cfg.Timeouts()
 	app := fiber.New(api.Config(api.Server{ReadTimeout: read, WriteTimeout: write, IdleTimeout: idle, TrustedProxies: cfg.Proxies()}))
 	apiDeps := api.Deps{Plugins: manager, Engine: engine, Store: st, Auth: accounts, Audit: trail, Logger: log.Named("api"), Version: Version,
-		PasswordLinkTTL: cfg.PasswordLinkTTL()}
+		PasswordLinkTTL: cfg.PasswordLinkTTL(), TerraformState: stateKeys}
 	switch cfg.Metrics {
 	case config.MetricsLoopback:
 		apiDeps.Metrics = mx
@@ -295,6 +300,56 @@ func pluginSettings(cfg *config.Config) func(sdk.Description) (json.RawMessage, 
 		}
 		return nil, true
 	}
+}
+
+// withStateBackend gives a provider whose settings schema has state_address and
+// state_key (the terraform provider) the host's state backend and the key its workspace
+// tokens are minted with, where its resource block leaves them out, as fillRouteSettings
+// gives the route provider the front door's ports.
+func withStateBackend(settings func(sdk.Description) (json.RawMessage, bool), listen string, keys *tfstate.Keys) func(sdk.Description) (json.RawMessage, bool) {
+	return func(d sdk.Description) (json.RawMessage, bool) {
+		raw, ok := settings(d)
+		if d.Kind != sdk.KindResource || !ok {
+			return raw, ok
+		}
+		var schema struct {
+			Properties map[string]json.RawMessage `json:"properties"`
+		}
+		if json.Unmarshal(d.SettingsSchema, &schema) != nil || schema.Properties["state_address"] == nil || schema.Properties["state_key"] == nil {
+			return raw, ok
+		}
+		var s map[string]any
+		if err := json.Unmarshal(raw, &s); err != nil || s == nil {
+			s = map[string]any{}
+		}
+		if _, set := s["state_address"]; !set {
+			s["state_address"] = "http://" + loopbackOf(listen) + "/api/v1/terraform/state"
+		}
+		if _, set := s["state_key"]; !set {
+			s["state_key"] = keys.StateKey()
+		}
+		filled, err := json.Marshal(s)
+		if err != nil {
+			return raw, ok
+		}
+		return filled, true
+	}
+}
+
+// loopbackOf is listen with an unspecified host made loopback: the address a plugin on
+// this machine reaches the API at.
+func loopbackOf(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+		if ip != nil && ip.To4() == nil {
+			host = "::1"
+		}
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // frontDoor is where the route provider serves the apps, from the front_door_* settings.

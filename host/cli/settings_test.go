@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fedhost/fedhost/host/config"
+	"github.com/fedhost/fedhost/host/tfstate"
 	"github.com/fedhost/fedhost/sdk"
 )
 
@@ -22,4 +23,25 @@ func TestPluginSettingsOfAppBlocks(t *testing.T) {
 	require.Empty(t, got)
 	_, ok = settings(sdk.Description{Kind: sdk.KindResource, Name: "redis"})
 	require.False(t, ok)
+}
+
+// A provider whose settings schema has state_address and state_key gets the host's state
+// backend (on loopback for an unspecified listen address) and key where its block leaves
+// them out; another provider's settings stay as they are.
+func TestStateBackendFilledIn(t *testing.T) {
+	keys, err := tfstate.LoadOrCreate(t.TempDir())
+	require.NoError(t, err)
+	settings := withStateBackend(pluginSettings(&config.Config{Resources: []config.Resource{
+		{Type: "postgresql", Provider: "terraform", Settings: json.RawMessage(`{"modules":{"postgresql":"/etc/fedhost/tf/pg"}}`)},
+		{Type: "redis", Provider: "redis", Settings: json.RawMessage(`{"address":"127.0.0.1:6379"}`)},
+	}}), "0.0.0.0:8090", keys)
+	schema := json.RawMessage(`{"properties":{"modules":{},"state_address":{},"state_key":{}}}`)
+	got, ok := settings(sdk.Description{Kind: sdk.KindResource, Name: "terraform", SettingsSchema: schema})
+	require.True(t, ok)
+	require.JSONEq(t, `{"modules":{"postgresql":"/etc/fedhost/tf/pg"},"state_address":"http://127.0.0.1:8090/api/v1/terraform/state","state_key":"`+keys.StateKey()+`"}`, string(got))
+	got, ok = settings(sdk.Description{Kind: sdk.KindResource, Name: "redis", SettingsSchema: json.RawMessage(`{"properties":{"address":{}}}`)})
+	require.True(t, ok)
+	require.JSONEq(t, `{"address":"127.0.0.1:6379"}`, string(got))
+	require.Equal(t, "[::1]:8090", loopbackOf("[::]:8090"))
+	require.Equal(t, "192.0.2.1:8090", loopbackOf("192.0.2.1:8090"))
 }

@@ -27,6 +27,7 @@ var migrations = []migration{
 	migrate7,
 	migrate8,
 	migrate9,
+	migrate10,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -305,6 +306,23 @@ func migrate9(tx *gorm.DB) error {
 			expires_at {ts} NOT NULL
 		)`,
 		`CREATE INDEX password_links_user ON password_links (deployment_id, user_name)`,
+	)
+}
+
+// migrate10 keeps the Terraform states of the terraform provider, one per tenant and
+// instance: the state sealed by the host (never plain), and the lock a run holds.
+func migrate10(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE terraform_states (
+			tenant text NOT NULL,
+			instance text NOT NULL,
+			sealed text NOT NULL,
+			lock_id text NOT NULL,
+			lock_info text NOT NULL,
+			locked_at {ts},
+			updated_at {ts} NOT NULL,
+			PRIMARY KEY (tenant, instance)
+		)`,
 	)
 }
 
