@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	_ "embed"
+	"errors"
+	"html/template"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/zitadel/oidc/v3/pkg/op"
+)
+
+const loginPath = "/login"
+
+//go:embed login.html
+var loginHTML string
+
+var loginPage = template.Must(template.New("login").Parse(loginHTML))
+
+type loginView struct {
+	App, Action, ID, CSRF, User, Message string
+	Refused, Gone                        bool
+	Groups                               []string
+}
+
+// Rate limits on failed sign-ins: per user name of a deployment, 5 at once and then one
+// every 12 seconds; per client address, 20 at once and then one every 3 seconds.
+const (
+	userFailureBurst = 5
+	userFailureEvery = 12 * time.Second
+	addrFailureBurst = 20
+	addrFailureEvery = 3 * time.Second
+	maxLimiterKeys   = 100000
+)
+
+const (
+	msgWrong   = "The user name or the password is wrong."
+	msgLimited = "Too many failed sign-ins. Wait a minute, then try again."
+	msgGone    = "This sign-in has expired or is unknown. Go back to the app and start again."
+	msgForm    = "This form has expired. Go back to the app and start again."
+	msgDown    = "The directory cannot be reached just now. Try again in a minute."
+)
+
+func csrfCookie(id string) string { return "fedhost_login_" + id }
+
+func render(w http.ResponseWriter, status int, v loginView) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Referrer-Policy", "no-referrer")
+	w.WriteHeader(status)
+	_ = loginPage.Execute(w, v)
+}
+
+// login serves the log-in page of one deployment: GET shows the form of a sign-in in
+// progress, POST checks it against the directory.
+func (s *server) login(w http.ResponseWriter, r *http.Request, t *tenant, o origin) {
+	switch r.Method {
+	case http.MethodGet:
+		a, err := t.authRequest(r.URL.Query().Get("id"))
+		if err != nil {
+			render(w, http.StatusBadRequest, loginView{Gone: true, Message: msgGone})
+			return
+		}
+		http.SetCookie(w, &http.Cookie{
+			Name: csrfCookie(a.ID), Value: a.csrf, Path: loginPath, MaxAge: int(authRequestLifetime / time.Second),
+			HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode,
+		})
+		render(w, http.StatusOK, loginView{App: t.appName(a.ClientID), Action: loginPath, ID: a.ID, CSRF: a.csrf})
+	case http.MethodPost:
+		s.loginPost(w, r, t, o)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		http.Error(w, "GET or POST", http.StatusMethodNotAllowed)
+	}
+}
+
+func (s *server) loginPost(w http.ResponseWriter, r *http.Request, t *tenant, o origin) {
+	r.Body = http.MaxBytesReader(w, r.Body, 16<<10)
+	if err := r.ParseForm(); err != nil {
+		render(w, http.StatusBadRequest, loginView{Gone: true, Message: msgForm})
+		return
+	}
+	a, err := t.authRequest(r.PostForm.Get("id"))
+	if err != nil {
+		render(w, http.StatusBadRequest, loginView{Gone: true, Message: msgGone})
+		return
+	}
+	cookie, err := r.Cookie(csrfCookie(a.ID))
+	if err != nil || !equal(cookie.Value, a.csrf) || !equal(r.PostForm.Get("csrf"), a.csrf) {
+		render(w, http.StatusForbidden, loginView{Gone: true, Message: msgForm})
+		return
+	}
+	app := t.appName(a.ClientID)
+	name := strings.TrimSpace(r.PostForm.Get("username"))
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	view := loginView{App: app, Action: loginPath, ID: a.ID, CSRF: a.csrf, User: name}
+	now := s.now()
+	userKey := t.rec.Tenant + "\x00" + strings.ToLower(name)
+	addrKey := o.client.String()
+	if s.users.blocked(userKey, now) || s.addrs.blocked(addrKey, now) {
+		view.Message = msgLimited
+		w.Header().Set("Retry-After", "60")
+		render(w, http.StatusTooManyRequests, view)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	defer cancel()
+	u, err := t.directory().authenticate(ctx, name, r.PostForm.Get("password"))
+	if errors.Is(err, errBadCredentials) {
+		s.users.fail(userKey, now)
+		s.addrs.fail(addrKey, now)
+		s.log.Info("sign-in refused", "tenant", t.rec.Tenant, "client", a.ClientID, "reason", "wrong user name or password")
+		view.Message = msgWrong
+		render(w, http.StatusUnauthorized, view)
+		return
+	}
+	if err != nil {
+		s.log.Error("sign-in failed: the directory", "tenant", t.rec.Tenant, "error", err)
+		view.Message = msgDown
+		render(w, http.StatusServiceUnavailable, view)
+		return
+	}
+	client := t.client(a.ClientID)
+	if client == nil {
+		render(w, http.StatusBadRequest, loginView{Gone: true, Message: msgGone})
+		return
+	}
+	if !admitted(client, u) {
+		_ = t.DeleteAuthRequest(ctx, a.ID)
+		s.log.Info("sign-in refused", "tenant", t.rec.Tenant, "client", a.ClientID, "user", u.Name, "reason", "in none of the client's allowed groups")
+		render(w, http.StatusForbidden, loginView{App: app, Refused: true, User: u.Name, Groups: client.AllowedGroups})
+		return
+	}
+	if !t.complete(a.ID, u, now) {
+		render(w, http.StatusBadRequest, loginView{Gone: true, Message: msgGone})
+		return
+	}
+	s.log.Info("signed in", "tenant", t.rec.Tenant, "client", a.ClientID, "user", u.Name)
+	http.SetCookie(w, &http.Cookie{Name: csrfCookie(a.ID), Value: "", Path: loginPath, MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	provider, err := t.handler()
+	if err != nil {
+		view.Message = msgDown
+		render(w, http.StatusServiceUnavailable, view)
+		return
+	}
+	callback := op.AuthCallbackURL(provider)(op.ContextWithIssuer(ctx, t.issuer()), a.ID)
+	http.Redirect(w, r, callback, http.StatusSeeOther)
+}
+
+func equal(a, b string) bool { return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1 }
