@@ -241,7 +241,9 @@ func (f *frontDoor) setUpstream(u string) {
 }
 
 // port is the front door's port, part of every issuer URL in the tests.
-func (f *frontDoor) port() string { return f.srv.Listener.Addr().(*net.TCPAddr).AddrPort().String()[len("127.0.0.1:"):] }
+func (f *frontDoor) port() string {
+	return f.srv.Listener.Addr().(*net.TCPAddr).AddrPort().String()[len("127.0.0.1:"):]
+}
 
 // issuer is the issuer URL of tenant behind this front door.
 func (f *frontDoor) issuer(tenant string) string {
@@ -372,4 +374,25 @@ func postLogin(t testing.TB, b *http.Client, issuer, id, csrf, name, password st
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	return resp, string(body)
+}
+
+// clientAuthenticates returns nil when issuer's revocation endpoint takes the client's
+// credentials (revoking a token nobody holds) and an error otherwise.
+func clientAuthenticates(b *http.Client, issuer, id, secret string) error {
+	req, err := http.NewRequest(http.MethodPost, strings.TrimSuffix(issuer, "/")+"/revoke", strings.NewReader(url.Values{"token": {"no-such-token"}}.Encode()))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.SetBasicAuth(url.QueryEscape(id), url.QueryEscape(secret))
+	resp, err := b.Do(req)
+	if err != nil {
+		return err
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s refused client %s: %d %s", issuer, id, resp.StatusCode, body)
+	}
+	return nil
 }
