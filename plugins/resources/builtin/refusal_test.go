@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/go-ldap/ldap/v3"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 )
@@ -43,6 +44,25 @@ func TestSignInRefusals(t *testing.T) {
 		if loc, err := resp.Location(); err == nil {
 			require.Empty(t, loc.Query().Get("code"), "the refused sign-in still gave a code")
 		}
+	})
+
+	t.Run("refresh_refused_once_the_user_left_the_group", func(t *testing.T) {
+		signed := r.signIn(t, "alice", alicePassword)
+		_, err := r.cfg.TokenSource(r.ctx, &oauth2.Token{RefreshToken: signed.token.RefreshToken}).Token()
+		require.NoError(t, err)
+		signed = r.signIn(t, "alice", alicePassword)
+		setMembers := func(name string) {
+			c, err := testServer.Admin()
+			require.NoError(t, err)
+			defer c.Close()
+			m := ldap.NewModifyRequest("cn=app-users,"+d.result.GroupsDN, nil)
+			m.Replace("member", []string{"uid=" + name + "," + d.result.UsersDN})
+			require.NoError(t, c.Modify(m))
+		}
+		setMembers("bob")
+		defer setMembers("alice")
+		_, err = r.cfg.TokenSource(r.ctx, &oauth2.Token{RefreshToken: signed.token.RefreshToken}).Token()
+		require.ErrorContains(t, err, "invalid_grant", "a user taken out of the allowed groups got new tokens")
 	})
 
 	t.Run("wrong_password_and_unknown_user_read_the_same", func(t *testing.T) {
