@@ -8,8 +8,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 
 	"golang.org/x/oauth2"
 )
@@ -152,4 +152,3 @@ func BenchmarkTokenEndpoint(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "tokens/s")
 	cpu.report(b, "token")
 }
-
