@@ -102,7 +102,7 @@ func (s *server) loginPost(w http.ResponseWriter, r *http.Request, t *tenant, o 
 	}
 	view := loginView{App: app, Action: loginPath, ID: a.ID, CSRF: a.csrf, User: name}
 	now := s.now()
-	userKey := t.rec.Tenant + "\x00" + strings.ToLower(name)
+	userKey := t.name + "\x00" + strings.ToLower(name)
 	addrKey := o.client.String()
 	if s.users.blocked(userKey, now) || s.addrs.blocked(addrKey, now) {
 		view.Message = msgLimited
@@ -116,13 +116,13 @@ func (s *server) loginPost(w http.ResponseWriter, r *http.Request, t *tenant, o 
 	if errors.Is(err, errBadCredentials) {
 		s.users.fail(userKey, now)
 		s.addrs.fail(addrKey, now)
-		s.log.Info("sign-in refused", "tenant", t.rec.Tenant, "client", a.ClientID, "reason", "wrong user name or password")
+		s.log.Info("sign-in refused", "tenant", t.name, "client", a.ClientID, "reason", "wrong user name or password")
 		view.Message = msgWrong
 		render(w, http.StatusUnauthorized, view)
 		return
 	}
 	if err != nil {
-		s.log.Error("sign-in failed: the directory", "tenant", t.rec.Tenant, "error", err)
+		s.log.Error("sign-in failed: the directory", "tenant", t.name, "error", err)
 		view.Message = msgDown
 		render(w, http.StatusServiceUnavailable, view)
 		return
@@ -134,7 +134,7 @@ func (s *server) loginPost(w http.ResponseWriter, r *http.Request, t *tenant, o 
 	}
 	if !admitted(client, u) {
 		_ = t.DeleteAuthRequest(ctx, a.ID)
-		s.log.Info("sign-in refused", "tenant", t.rec.Tenant, "client", a.ClientID, "user", u.Name, "reason", "in none of the client's allowed groups")
+		s.log.Info("sign-in refused", "tenant", t.name, "client", a.ClientID, "user", u.Name, "reason", "in none of the client's allowed groups")
 		render(w, http.StatusForbidden, loginView{App: app, Refused: true, User: u.Name, Groups: client.AllowedGroups})
 		return
 	}
@@ -142,7 +142,7 @@ func (s *server) loginPost(w http.ResponseWriter, r *http.Request, t *tenant, o 
 		render(w, http.StatusBadRequest, loginView{Gone: true, Message: msgGone})
 		return
 	}
-	s.log.Info("signed in", "tenant", t.rec.Tenant, "client", a.ClientID, "user", u.Name)
+	s.log.Info("signed in", "tenant", t.name, "client", a.ClientID, "user", u.Name)
 	http.SetCookie(w, &http.Cookie{Name: csrfCookie(a.ID), Value: "", Path: loginPath, MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
 	provider, err := t.handler()
 	if err != nil {

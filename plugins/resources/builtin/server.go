@@ -36,7 +36,7 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	p, err := t.handler()
 	if err != nil {
-		s.log.Error("the issuer's provider cannot start", "tenant", t.rec.Tenant, "error", err)
+		s.log.Error("the issuer's provider cannot start", "tenant", t.name, "error", err)
 		http.Error(w, "The provider cannot serve this issuer just now.", http.StatusServiceUnavailable)
 		return
 	}

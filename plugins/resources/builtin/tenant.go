@@ -45,12 +45,15 @@ type tenantRecord struct {
 // tenant is one deployment's provider: its record, the sign-ins and tokens in memory,
 // and the op.Provider serving its issuer, made on the first request.
 type tenant struct {
+	name     string
 	path     string
 	rotation time.Duration
 	now      func() time.Time
 
-	mu       sync.RWMutex
-	rec      tenantRecord
+	mu  sync.RWMutex
+	rec tenantRecord
+	// hostName is the host key of rec.Issuer, which requests are dispatched by.
+	hostName string
 	dir      *directory
 	provider *op.Provider
 	cryptoK  [32]byte
@@ -65,8 +68,9 @@ func newTenant(path string, rec tenantRecord, rotation time.Duration, now func()
 	if rec.Clients == nil {
 		rec.Clients = map[string]*clientRecord{}
 	}
+	hostName, _ := issuerHost(rec.Issuer)
 	t := &tenant{
-		path: path, rotation: rotation, now: now, rec: rec,
+		name: rec.Tenant, path: path, rotation: rotation, now: now, rec: rec, hostName: hostName,
 		dir:          &directory{cfg: rec.Directory},
 		authRequests: map[string]*authRequest{},
 		codes:        map[string]string{},
@@ -264,8 +268,9 @@ func (t *tenant) setRotation(d time.Duration) {
 
 // host is the host key of the tenant's issuer.
 func (t *tenant) host() string {
-	h, _ := issuerHost(t.issuer())
-	return h
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.hostName
 }
 
 // register keeps client, the issuer and the directory, merges the keys the host handed
@@ -278,8 +283,10 @@ func (t *tenant) register(issuer string, dir directoryConfig, c *clientRecord, g
 	for k, v := range t.rec.Clients {
 		oldClients[k] = v
 	}
+	oldHost := t.hostName
 	if t.rec.Issuer != issuer {
 		t.rec.Issuer = issuer
+		t.hostName, _ = issuerHost(issuer)
 		t.provider = nil
 	}
 	if t.rec.Directory != dir {
@@ -296,6 +303,7 @@ func (t *tenant) register(issuer string, dir directoryConfig, c *clientRecord, g
 	if err := t.save(); err != nil {
 		t.rec = old
 		t.rec.Clients = oldClients
+		t.hostName = oldHost
 		return nil, err
 	}
 	return encodeKeySet(t.rec.Keys)
