@@ -51,7 +51,14 @@ type directory struct {
 
 	mu   sync.Mutex
 	conn *ldap.Conn
+	// idle are connections kept for users' binds: each bind sets the connection's
+	// identity anew, and reusing them spares slapd a connection per sign-in. They never
+	// search.
+	idle []*ldap.Conn
 }
+
+// maxIdleBinds bounds the kept user-bind connections of a directory.
+const maxIdleBinds = 8
 
 const ldapTimeout = 10 * time.Second
 
@@ -94,6 +101,37 @@ func (d *directory) close() {
 		d.conn.Close()
 		d.conn = nil
 	}
+	for _, c := range d.idle {
+		c.Close()
+	}
+	d.idle = nil
+}
+
+// binder is a connection for a user's bind: a kept one, or a new one.
+func (d *directory) binder(ctx context.Context) (*ldap.Conn, error) {
+	d.mu.Lock()
+	for len(d.idle) > 0 {
+		c := d.idle[len(d.idle)-1]
+		d.idle = d.idle[:len(d.idle)-1]
+		if !c.IsClosing() {
+			d.mu.Unlock()
+			return c, nil
+		}
+		c.Close()
+	}
+	d.mu.Unlock()
+	return d.dial(ctx)
+}
+
+// release keeps c for the next user's bind, or closes it when enough are kept.
+func (d *directory) release(c *ldap.Conn) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c.IsClosing() || len(d.idle) >= maxIdleBinds {
+		c.Close()
+		return
+	}
+	d.idle = append(d.idle, c)
 }
 
 // lockedAttr is set by the ppolicy overlay on a disabled account.
@@ -189,16 +227,18 @@ func (d *directory) authenticate(ctx context.Context, name, password string) (us
 	if err != nil {
 		return user{}, err
 	}
-	c, err := d.dial(ctx)
+	c, err := d.binder(ctx)
 	if err != nil {
 		return user{}, err
 	}
-	defer c.Close()
 	if err := c.Bind(dn, password); err != nil {
 		if ldap.IsErrorWithCode(err, ldap.LDAPResultInvalidCredentials) {
+			d.release(c)
 			return user{}, errBadCredentials
 		}
+		c.Close()
 		return user{}, fmt.Errorf("binding as the user: %w", err)
 	}
+	d.release(c)
 	return u, nil
 }
