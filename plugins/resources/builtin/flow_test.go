@@ -226,3 +226,29 @@ func checkLogs(t testing.TB, logs string, secrets ...string) {
 		}
 	}
 }
+
+// TestSecretsTakenBackFromTheHost loses the data dir: the client secret and the keys the
+// host kept in the secret resource and hands back make the deployment whole again.
+func TestSecretsTakenBackFromTheHost(t *testing.T) {
+	tenant := tenantName("back")
+	d := newTestDirectory(t, tenant)
+	t.Cleanup(func() { d.remove(t) })
+	pw := "alice-" + oauth2.GenerateVerifier()
+	d.addUser(t, "alice", pw)
+	f := newFrontDoor(t)
+	first := startPlugin(t, t.TempDir(), `{}`)
+	reg := first.provision(t, f, tenant, "app", d, nil, nil)
+	before := newRP(t, f, reg).signIn(t, "alice", pw)
+	first.p.Kill()
+
+	second := startPlugin(t, t.TempDir(), `{}`)
+	again := second.provision(t, f, tenant, "app", d, nil, reg.secrets)
+	require.Equal(t, string(reg.secrets[clientSecretKey]), string(again.secrets[clientSecretKey]), "the client secret handed back was not kept")
+	require.JSONEq(t, string(reg.secrets[signingKeysKey]), string(again.secrets[signingKeysKey]), "the keys handed back were not kept")
+	r := newRP(t, f, again)
+	_, err := r.provider.Verifier(&oidc.Config{ClientID: r.cfg.ClientID}).Verify(r.ctx, before.rawID)
+	require.NoError(t, err, "a token of before does not verify")
+	after := r.signIn(t, "alice", pw)
+	require.Equal(t, kid(t, before.rawID), kid(t, after.rawID), "another key signs")
+	checkLogs(t, second.logs.String(), pw, string(reg.secrets[clientSecretKey]), after.rawID, after.token.AccessToken, after.token.RefreshToken)
+}
