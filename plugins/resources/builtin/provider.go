@@ -252,13 +252,9 @@ func (p *provider) Provision(_ context.Context, req resource.Request) (resource.
 	}
 	dir := directoryConfig{URL: r.Directory.URL, UsersDN: r.Directory.UsersDN, GroupsDN: r.Directory.GroupsDN, BindDN: r.Directory.BindDN, BindPassword: string(bindPassword)}
 
-	t, err := p.tenantFor(req.Tenant, host)
+	keys, err := p.register(req.Tenant, host, r.Issuer, dir, client, given)
 	if err != nil {
 		return resource.Result{}, err
-	}
-	keys, err := t.register(r.Issuer, dir, client, given)
-	if err != nil {
-		return resource.Result{}, fmt.Errorf("keeping the client of %s: %w", req.Tenant, err)
 	}
 	data, err := json.Marshal(contract.OIDCResult{
 		Issuer: r.Issuer, ClientID: client.ID, ClientSecret: contract.SecretRef{Secret: clientSecretKey}, Upstream: srv.ln.Addr().String(),
@@ -270,9 +266,10 @@ func (p *provider) Provision(_ context.Context, req resource.Request) (resource.
 	return resource.Result{Data: data, Secrets: map[string][]byte{clientSecretKey: []byte(secret), signingKeysKey: keys}}, nil
 }
 
-// tenantFor finds or makes the deployment's record; an issuer host another deployment
-// holds is refused.
-func (p *provider) tenantFor(name, host string) (*tenant, error) {
+// register finds or makes the deployment's record and keeps the client in it, all under
+// the provider's lock so that no two deployments can take one issuer host; a host
+// another deployment holds is refused.
+func (p *provider) register(name, host, issuer string, dir directoryConfig, c *clientRecord, given []signingKey) ([]byte, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for other, t := range p.tenants {
@@ -280,13 +277,17 @@ func (p *provider) tenantFor(name, host string) (*tenant, error) {
 			return nil, sdk.Invalid("request/issuer", "another deployment's issuer is at this host name already: give each deployment its own domain")
 		}
 	}
-	if t, ok := p.tenants[name]; ok {
-		return t, nil
+	t, ok := p.tenants[name]
+	if !ok {
+		path := filepath.Join(p.cfg.dir, "tenants", name+".json")
+		t = newTenant(path, tenantRecord{Tenant: name}, p.cfg.rotation, p.now)
 	}
-	path := filepath.Join(p.cfg.dir, "tenants", name+".json")
-	t := newTenant(path, tenantRecord{Tenant: name}, p.cfg.rotation, p.now)
+	keys, err := t.register(issuer, dir, c, given)
+	if err != nil {
+		return nil, fmt.Errorf("keeping the client of %s: %w", name, err)
+	}
 	p.tenants[name] = t
-	return t, nil
+	return keys, nil
 }
 
 // Deprovision removes the client; the deployment's issuer goes with its last client.
