@@ -257,7 +257,7 @@ func (p *provider) Provision(_ context.Context, req resource.Request) (resource.
 		return resource.Result{}, err
 	}
 	data, err := json.Marshal(contract.OIDCResult{
-		Issuer: r.Issuer, ClientID: client.ID, ClientSecret: contract.SecretRef{Secret: clientSecretKey}, Upstream: srv.ln.Addr().String(),
+		Issuer: r.Issuer, ClientID: client.ID, ClientSecret: contract.SecretRef{Secret: clientSecretKey}, Upstream: srv.upstream(),
 	})
 	if err != nil {
 		return resource.Result{}, err
@@ -330,7 +330,7 @@ func (p *provider) Status(_ context.Context, req resource.Request) (resource.Sta
 	if t == nil || t.client(id) == nil {
 		return resource.Status{State: "missing", Message: fmt.Sprintf("client %s is not registered: provision again", id)}, nil
 	}
-	data, err := json.Marshal(contract.OIDCResult{Issuer: t.issuer(), ClientID: id, ClientSecret: contract.SecretRef{Secret: clientSecretKey}, Upstream: srv.ln.Addr().String()})
+	data, err := json.Marshal(contract.OIDCResult{Issuer: t.issuer(), ClientID: id, ClientSecret: contract.SecretRef{Secret: clientSecretKey}, Upstream: srv.upstream()})
 	if err != nil {
 		return resource.Status{}, err
 	}

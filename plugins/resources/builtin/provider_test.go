@@ -49,3 +49,16 @@ func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
 }
+
+func TestUpstreamOfAnUnspecifiedListener(t *testing.T) {
+	p := newProvider()
+	t.Cleanup(p.close)
+	ctx := context.Background()
+	require.NoError(t, p.Configure(ctx, json.RawMessage(`{"listen":"0.0.0.0:0","dir":`+jsonString(t.TempDir())+`}`)))
+	res, err := p.Provision(ctx, resource.Request{Tenant: "a", Instance: "app", Type: "oidc", Secrets: map[string][]byte{"bind-password": []byte("pw")},
+		Spec: json.RawMessage(`{"name":"App","redirect_uris":["https://app.example.org/cb"],"issuer":"https://auth.a.example/","directory":{"url":"ldap://127.0.0.1:1/","base_dn":"ou=a,dc=x","users_dn":"ou=users,ou=a,dc=x","groups_dn":"ou=groups,ou=a,dc=x","bind_dn":"cn=a-dir,ou=a,dc=x","bind_password":{"secret":"bind-password"}}}`)})
+	require.NoError(t, err)
+	var r struct{ Upstream string }
+	require.NoError(t, json.Unmarshal(res.Data, &r))
+	require.Regexp(t, `^127\.0\.0\.1:[1-9][0-9]*$`, r.Upstream)
+}

@@ -43,6 +43,16 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.ServeHTTP(w, r)
 }
 
+// upstream is the listener's host:port for the front door; a listener on every address
+// (0.0.0.0, ::) is named by loopback, where a front door on this machine reaches it.
+func (s *server) upstream() string {
+	a, err := netip.ParseAddrPort(s.ln.Addr().String())
+	if err != nil || !a.Addr().IsUnspecified() {
+		return s.ln.Addr().String()
+	}
+	return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), a.Port()).String()
+}
+
 func (s *server) serve() {
 	s.http = &http.Server{
 		Handler:           s,
