@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-oidc/v3/oidc"
+	"github.com/go-ldap/ldap/v3"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/oauth2"
 
@@ -251,4 +252,70 @@ func TestSecretsTakenBackFromTheHost(t *testing.T) {
 	after := r.signIn(t, "alice", pw)
 	require.Equal(t, kid(t, before.rawID), kid(t, after.rawID), "another key signs")
 	checkLogs(t, second.logs.String(), pw, string(reg.secrets[clientSecretKey]), after.rawID, after.token.AccessToken, after.token.RefreshToken)
+}
+
+// TestSingleSignOn signs in to one app with the password and to a second app of the
+// deployment with the session at the issuer, and checks what ends the session's use.
+func TestSingleSignOn(t *testing.T) {
+	tenant := tenantName("sso")
+	d := newTestDirectory(t, tenant)
+	t.Cleanup(func() { d.remove(t) })
+	pw := "alice-" + oauth2.GenerateVerifier()
+	d.addUser(t, "alice", pw)
+	d.addGroup(t, "one-users", "alice")
+	f := newFrontDoor(t)
+	pl := startPlugin(t, t.TempDir(), `{}`)
+	one := newRP(t, f, pl.provision(t, f, tenant, "one", d, []string{"one-users"}, nil))
+	two := newRP(t, f, pl.provision(t, f, tenant, "two", d, nil, nil))
+	three := newRP(t, f, pl.provision(t, f, tenant, "three", d, []string{"three-users"}, nil))
+	first := one.signIn(t, "alice", pw)
+
+	// The same browser at app two: no form, straight back with a code.
+	two.browser = one.browser
+	start := func(r *rp, extra ...oauth2.AuthCodeOption) (*http.Response, string, string) {
+		t.Helper()
+		state, verifier := oauth2.GenerateVerifier(), oauth2.GenerateVerifier()
+		resp, err := r.browser.Get(r.cfg.AuthCodeURL(state, append(extra, oauth2.S256ChallengeOption(verifier))...))
+		require.NoError(t, err)
+		resp.Body.Close()
+		loc, err := resp.Location()
+		require.NoError(t, err)
+		resp, err = r.browser.Get(loc.String())
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp, state, verifier
+	}
+	resp, state, verifier := start(two)
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode, "the session did not sign alice in at app two")
+	loc, _ := resp.Location()
+	resp, err := two.browser.Get(loc.String())
+	require.NoError(t, err)
+	resp.Body.Close()
+	back, _ := resp.Location()
+	require.Equal(t, state, back.Query().Get("state"))
+	tok, err := two.cfg.Exchange(two.ctx, back.Query().Get("code"), oauth2.VerifierOption(verifier))
+	require.NoError(t, err)
+	idt, err := two.provider.Verifier(&oidc.Config{ClientID: two.cfg.ClientID}).Verify(two.ctx, tok.Extra("id_token").(string))
+	require.NoError(t, err)
+	require.Equal(t, first.idToken.Subject, idt.Subject)
+
+	// prompt=login asks for the password even with a session.
+	resp, _, _ = start(two, oauth2.SetAuthURLParam("prompt", "login"))
+	require.Equal(t, http.StatusOK, resp.StatusCode, "prompt=login was answered from the session")
+
+	// A session does not get a user into an app whose groups they are not in.
+	three.browser = one.browser
+	resp, _, _ = start(three)
+	require.Equal(t, http.StatusForbidden, resp.StatusCode)
+	require.Empty(t, resp.Header.Get("Location"))
+
+	// A user removed from the directory is not signed in from their session.
+	c, err := testServer.Admin()
+	require.NoError(t, err)
+	require.NoError(t, c.Del(ldap.NewDelRequest("uid=alice,"+d.result.UsersDN, nil)))
+	c.Close()
+	resp, _, _ = start(two)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "a removed user was signed in from the session")
+
+	checkLogs(t, pl.logs.String(), pw, tok.AccessToken, tok.RefreshToken, first.rawID)
 }

@@ -46,6 +46,11 @@ const (
 
 func csrfCookie(id string) string { return "fedhost_login_" + id }
 
+// sessionCookie holds a sign-in at the issuer, which lets the user into the deployment's
+// other apps without the password while it lasts. SameSite=Lax: it must come with the
+// top-level navigation from an app to /login.
+const sessionCookie = "fedhost_session"
+
 func render(w http.ResponseWriter, status int, v loginView) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
@@ -64,6 +69,9 @@ func (s *server) login(w http.ResponseWriter, r *http.Request, t *tenant, o orig
 		a, err := t.authRequest(r.URL.Query().Get("id"))
 		if err != nil {
 			render(w, http.StatusBadRequest, loginView{Gone: true, Message: msgGone})
+			return
+		}
+		if s.fromSession(w, r, t, a) {
 			return
 		}
 		http.SetCookie(w, &http.Cookie{
@@ -138,19 +146,62 @@ func (s *server) loginPost(w http.ResponseWriter, r *http.Request, t *tenant, o 
 		render(w, http.StatusForbidden, loginView{App: app, Refused: true, User: u.Name, Groups: client.AllowedGroups})
 		return
 	}
-	if !t.complete(a.ID, u, now) {
+	http.SetCookie(w, &http.Cookie{Name: csrfCookie(a.ID), Value: "", Path: loginPath, MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	if v := t.newSession(u, now); v != "" {
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: v, Path: "/", MaxAge: int(sessionLifetime / time.Second), HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
+	}
+	s.finish(w, r, t, a, u, now, "password")
+}
+
+// fromSession completes the sign-in a from the browser's session at the issuer, when it
+// has one and the sign-in does not ask for the password: the user is read from the
+// directory again (gone, disabled or out of the client's groups counts now, not at the
+// session's start). It reports whether it answered.
+func (s *server) fromSession(w http.ResponseWriter, r *http.Request, t *tenant, a *authRequest) bool {
+	c, err := r.Cookie(sessionCookie)
+	if err != nil || a.forceLogin {
+		return false
+	}
+	ss := t.sessionOf(c.Value)
+	if ss == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 15*time.Second)
+	defer cancel()
+	_, u, err := t.directory().find(ctx, ss.user.Name)
+	if err != nil || u.Subject != ss.user.Subject {
+		if errors.Is(err, errBadCredentials) || err == nil {
+			t.endSession(c.Value)
+		}
+		return false
+	}
+	client := t.client(a.ClientID)
+	if client == nil {
+		return false
+	}
+	if !admitted(client, u) {
+		_ = t.DeleteAuthRequest(ctx, a.ID)
+		s.log.Info("sign-in refused", "tenant", t.name, "client", a.ClientID, "user", u.Name, "reason", "in none of the client's allowed groups")
+		render(w, http.StatusForbidden, loginView{App: client.Name, Refused: true, User: u.Name, Groups: client.AllowedGroups})
+		return true
+	}
+	s.finish(w, r, t, a, u, ss.authTime, "session")
+	return true
+}
+
+// finish marks the sign-in done as u and sends the browser on to op's callback.
+func (s *server) finish(w http.ResponseWriter, r *http.Request, t *tenant, a *authRequest, u user, authTime time.Time, how string) {
+	if !t.complete(a.ID, u, authTime) {
 		render(w, http.StatusBadRequest, loginView{Gone: true, Message: msgGone})
 		return
 	}
-	s.log.Info("signed in", "tenant", t.name, "client", a.ClientID, "user", u.Name)
-	http.SetCookie(w, &http.Cookie{Name: csrfCookie(a.ID), Value: "", Path: loginPath, MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
+	s.log.Info("signed in", "tenant", t.name, "client", a.ClientID, "user", u.Name, "by", how)
 	provider, err := t.handler()
 	if err != nil {
-		view.Message = msgDown
-		render(w, http.StatusServiceUnavailable, view)
+		render(w, http.StatusServiceUnavailable, loginView{Gone: true, Message: msgDown})
 		return
 	}
-	callback := op.AuthCallbackURL(provider)(op.ContextWithIssuer(ctx, t.issuer()), a.ID)
+	callback := op.AuthCallbackURL(provider)(op.ContextWithIssuer(r.Context(), t.issuer()), a.ID)
 	http.Redirect(w, r, callback, http.StatusSeeOther)
 }
 

@@ -343,10 +343,12 @@ var (
 	hiddenCSRF = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 )
 
-// loginForm follows an authorization URL to the log-in page and returns the page's
-// form fields (id and csrf) and the page.
+// loginForm follows an authorization URL to the log-in page, in a browser without a
+// session at the issuer (its cookies are dropped first), and returns the page's form
+// fields (id and csrf) and the page.
 func loginForm(t testing.TB, b *http.Client, authURL string) (id, csrf string, page string) {
 	t.Helper()
+	b.Jar, _ = cookiejar.New(nil)
 	resp, err := b.Get(authURL)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)

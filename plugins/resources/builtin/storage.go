@@ -14,6 +14,9 @@ import (
 )
 
 const (
+	// sessionLifetime is how long a sign-in at the issuer lets the user into the
+	// deployment's other apps without the password again.
+	sessionLifetime      = 8 * time.Hour
 	idTokenLifetime      = time.Hour
 	accessTokenLifetime  = time.Hour
 	refreshTokenLifetime = 30 * 24 * time.Hour
@@ -38,6 +41,8 @@ type authRequest struct {
 	ResponseMode  oidc.ResponseMode
 	CodeChallenge *oidc.CodeChallenge
 	Created       time.Time
+	// forceLogin is set by prompt=login or max_age=0: a session does not do.
+	forceLogin bool
 	// csrf is the value of the log-in form's cookie and hidden field.
 	csrf string
 	code string
@@ -71,6 +76,13 @@ type accessToken struct {
 	Scopes   []string
 	Expiry   time.Time
 	user     user
+}
+
+// session is a user signed in at the issuer, kept under the SHA-256 of its cookie.
+type session struct {
+	user     user
+	authTime time.Time
+	expiry   time.Time
 }
 
 // refreshToken is an issued refresh token's record, kept under the token's SHA-256.
@@ -114,6 +126,7 @@ func (t *tenant) CreateAuthRequest(_ context.Context, req *oidc.AuthRequest, _ s
 		ResponseMode: req.ResponseMode,
 		Created:      t.now(),
 		csrf:         rand.Text(),
+		forceLogin:   slices.Contains(req.Prompt, oidc.PromptLogin) || (req.MaxAge != nil && *req.MaxAge == 0),
 	}
 	if req.CodeChallenge != "" {
 		a.CodeChallenge = &oidc.CodeChallenge{Challenge: req.CodeChallenge, Method: req.CodeChallengeMethod}

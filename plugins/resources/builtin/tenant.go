@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -62,6 +63,7 @@ type tenant struct {
 	codes        map[string]string
 	tokens       map[string]*accessToken
 	refresh      map[[32]byte]*refreshToken
+	sessions     map[[32]byte]*session
 }
 
 func newTenant(path string, rec tenantRecord, rotation time.Duration, now func() time.Time) *tenant {
@@ -76,6 +78,7 @@ func newTenant(path string, rec tenantRecord, rotation time.Duration, now func()
 		codes:        map[string]string{},
 		tokens:       map[string]*accessToken{},
 		refresh:      map[[32]byte]*refreshToken{},
+		sessions:     map[[32]byte]*session{},
 	}
 	// Access tokens and codes are encrypted with a key of this process: they do not
 	// outlive it, as the sign-ins they belong to do not.
@@ -155,6 +158,41 @@ func (t *tenant) sweep() {
 			delete(t.refresh, h)
 		}
 	}
+	for h, ss := range t.sessions {
+		if now.After(ss.expiry) {
+			delete(t.sessions, h)
+		}
+	}
+}
+
+// newSession keeps u signed in at the issuer and returns the cookie's value; "" when
+// too many sessions are live, and the user simply signs in again next time.
+func (t *tenant) newSession(u user, authTime time.Time) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.sessions) >= maxTokens {
+		return ""
+	}
+	v := rand.Text() + rand.Text()
+	t.sessions[sha256.Sum256([]byte(v))] = &session{user: u, authTime: authTime, expiry: authTime.Add(sessionLifetime)}
+	return v
+}
+
+// sessionOf is the live session of a cookie's value.
+func (t *tenant) sessionOf(v string) *session {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	ss, ok := t.sessions[sha256.Sum256([]byte(v))]
+	if !ok || t.now().After(ss.expiry) {
+		return nil
+	}
+	return ss
+}
+
+func (t *tenant) endSession(v string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.sessions, sha256.Sum256([]byte(v)))
 }
 
 // keys returns the signing key and the published keys, rotating first when due (and
