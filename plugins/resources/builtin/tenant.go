@@ -195,7 +195,7 @@ func (t *tenant) endSession(v string) {
 	delete(t.sessions, sha256.Sum256([]byte(v)))
 }
 
-// keys returns the signing key and the published keys, rotating first when due (and
+// currentKeys returns the signing key and the published keys, rotating first when due (and
 // keeping the new set on disk).
 func (t *tenant) currentKeys() (*signingKey, []signingKey, error) {
 	now := t.now()
