@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"html"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -50,6 +52,11 @@ var (
 
 func TestMain(m *testing.M) {
 	hclog.SetDefault(hclog.NewNullLogger())
+	// A fuzzing worker runs only the fuzz targets, which need neither slapd nor the binary.
+	flag.Parse()
+	if w := flag.Lookup("test.fuzzworker"); w != nil && w.Value.String() == "true" {
+		os.Exit(m.Run())
+	}
 	plugintest.MainWithServer(m, "slapd", func(dir string) (func(), error) {
 		s, stop, err := ldaptest.Start(dir)
 		if err != nil {
