@@ -309,7 +309,18 @@ func TestSingleSignOn(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.Empty(t, resp.Header.Get("Location"))
 
+	// Signing out at the issuer ends the session.
+	resp, err = one.browser.Get(strings.TrimSuffix(one.reg.result.Issuer, "/") + endSessionPath + "?id_token_hint=" + url.QueryEscape(first.rawID))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusFound, resp.StatusCode)
+	loc, _ = resp.Location()
+	require.Equal(t, signedOutPath, loc.Path)
+	resp, _, _ = start(two)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "the session outlived the sign-out")
+
 	// A user removed from the directory is not signed in from their session.
+	one.signIn(t, "alice", pw)
 	c, err := testServer.Admin()
 	require.NoError(t, err)
 	require.NoError(t, c.Del(ldap.NewDelRequest("uid=alice,"+d.result.UsersDN, nil)))

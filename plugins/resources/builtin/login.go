@@ -13,7 +13,13 @@ import (
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
 
-const loginPath = "/login"
+const (
+	loginPath = "/login"
+	// signedOutPath is where a sign-out without a registered redirect ends.
+	signedOutPath = "/signed-out"
+	// endSessionPath is op's end_session endpoint.
+	endSessionPath = "/end_session"
+)
 
 //go:embed login.html
 var loginHTML string
@@ -37,11 +43,12 @@ const (
 )
 
 const (
-	msgWrong   = "The user name or the password is wrong."
-	msgLimited = "Too many failed sign-ins. Wait a minute, then try again."
-	msgGone    = "This sign-in has expired or is unknown. Go back to the app and start again."
-	msgForm    = "This form has expired. Go back to the app and start again."
-	msgDown    = "The directory cannot be reached just now. Try again in a minute."
+	msgWrong     = "The user name or the password is wrong."
+	msgLimited   = "Too many failed sign-ins. Wait a minute, then try again."
+	msgGone      = "This sign-in has expired or is unknown. Go back to the app and start again."
+	msgForm      = "This form has expired. Go back to the app and start again."
+	msgDown      = "The directory cannot be reached just now. Try again in a minute."
+	msgSignedOut = "You are signed out."
 )
 
 func csrfCookie(id string) string { return "fedhost_login_" + id }

@@ -30,9 +30,16 @@ func (s *server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "No issuer is served at this host name.", http.StatusNotFound)
 		return
 	}
-	if r.URL.Path == loginPath {
+	switch r.URL.Path {
+	case loginPath:
 		s.login(w, r, t, o)
 		return
+	case signedOutPath:
+		render(w, http.StatusOK, loginView{Gone: true, Message: msgSignedOut})
+		return
+	case endSessionPath:
+		// op ends the sessions kept here; the browser forgets its cookie too.
+		http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: true, SameSite: http.SameSiteLaxMode})
 	}
 	p, err := t.handler()
 	if err != nil {

@@ -276,9 +276,18 @@ func (t *tenant) TokenRequestByRefreshToken(ctx context.Context, token string) (
 	return &copied, nil
 }
 
+// TerminateSession ends, at a client's sign-out, the user's tokens of that client and
+// every session of the user at the issuer.
 func (t *tenant) TerminateSession(_ context.Context, subject, clientID string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if subject != "" {
+		for h, ss := range t.sessions {
+			if ss.user.Subject == subject {
+				delete(t.sessions, h)
+			}
+		}
+	}
 	for id, a := range t.tokens {
 		if a.user.Subject == subject && a.ClientID == clientID {
 			delete(t.tokens, id)

@@ -279,11 +279,12 @@ func (t *tenant) handler() (*op.Provider, error) {
 		return t.provider, nil
 	}
 	cfg := &op.Config{
-		CryptoKey:             t.cryptoK,
-		CodeMethodS256:        true,
-		AuthMethodPost:        true,
-		GrantTypeRefreshToken: true,
-		SupportedScopes:       []string{oidc.ScopeOpenID, oidc.ScopeProfile, oidc.ScopeEmail, scopeGroups, oidc.ScopeOfflineAccess},
+		CryptoKey:                t.cryptoK,
+		DefaultLogoutRedirectURI: signedOutPath,
+		CodeMethodS256:           true,
+		AuthMethodPost:           true,
+		GrantTypeRefreshToken:    true,
+		SupportedScopes:          []string{oidc.ScopeOpenID, oidc.ScopeProfile, oidc.ScopeEmail, scopeGroups, oidc.ScopeOfflineAccess},
 		SupportedClaims: []string{"sub", "aud", "exp", "iat", "iss", "auth_time", "nonce", "amr", "at_hash", "c_hash", "azp",
 			"preferred_username", "name", "given_name", "family_name", "email", "email_verified", "groups"},
 	}
