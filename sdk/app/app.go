@@ -90,6 +90,9 @@ type Operation struct {
 	Input json.RawMessage
 	// Sensitive output is not kept.
 	Sensitive bool
+	// OutputFile, if set, is the file name under which a run's stdout is offered for
+	// download (an export, say); the media type follows from its extension.
+	OutputFile string
 	// TimeoutSeconds bounds a run; 0 is DefaultOperationTimeout.
 	TimeoutSeconds int
 	// Idempotent says a second run with the same input is safe (a retry after a failure).

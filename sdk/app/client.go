@@ -83,7 +83,7 @@ func (c *Client) Operations(ctx context.Context) ([]Operation, error) {
 		out[i] = Operation{
 			Name: op.GetName(), Title: op.GetTitle(), Description: op.GetDescription(), Sensitive: op.GetSensitive(),
 			Input: op.GetInputSchema(), TimeoutSeconds: int(op.GetTimeoutSeconds()), Idempotent: op.GetIdempotent(),
-			NeedsRunning: op.GetNeedsRunning(), Concurrent: op.GetConcurrent(),
+			NeedsRunning: op.GetNeedsRunning(), Concurrent: op.GetConcurrent(), OutputFile: op.GetOutputFile(),
 		}
 	}
 	return out, nil

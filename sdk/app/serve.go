@@ -103,7 +103,7 @@ func (s *server) Operations(ctx context.Context, _ *pb.OperationsRequest) (*pb.O
 		out[i] = &pb.Operation{
 			Name: op.Name, Title: op.Title, Description: op.Description, Sensitive: op.Sensitive,
 			InputSchema: op.Input, TimeoutSeconds: int32(op.TimeoutSeconds), Idempotent: op.Idempotent,
-			NeedsRunning: op.NeedsRunning, Concurrent: op.Concurrent,
+			NeedsRunning: op.NeedsRunning, Concurrent: op.Concurrent, OutputFile: op.OutputFile,
 		}
 	}
 	return &pb.OperationsResponse{Operations: out}, nil

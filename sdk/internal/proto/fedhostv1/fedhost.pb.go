@@ -2608,8 +2608,10 @@ type Operation struct {
 	Idempotent     bool                   `protobuf:"varint,7,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
 	NeedsRunning   bool                   `protobuf:"varint,8,opt,name=needs_running,json=needsRunning,proto3" json:"needs_running,omitempty"`
 	Concurrent     bool                   `protobuf:"varint,9,opt,name=concurrent,proto3" json:"concurrent,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The file name under which the run's stdout is offered for download, if any.
+	OutputFile    string `protobuf:"bytes,10,opt,name=output_file,json=outputFile,proto3" json:"output_file,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Operation) Reset() {
@@ -2703,6 +2705,13 @@ func (x *Operation) GetConcurrent() bool {
 		return x.Concurrent
 	}
 	return false
+}
+
+func (x *Operation) GetOutputFile() string {
+	if x != nil {
+		return x.OutputFile
+	}
+	return ""
 }
 
 type CommandRequest struct {
@@ -3332,7 +3341,7 @@ const file_fedhost_proto_rawDesc = "" +
 	"\x05since\x18\x03 \x01(\tR\x05since\"?\n" +
 	"\x0fRenamesResponse\x12,\n" +
 	"\arenames\x18\x01 \x03(\v2\x12.fedhost.v1.RenameR\arenames\"\x13\n" +
-	"\x11OperationsRequest\"\xa6\x02\n" +
+	"\x11OperationsRequest\"\xc7\x02\n" +
 	"\tOperation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1c\n" +
@@ -3346,7 +3355,10 @@ const file_fedhost_proto_rawDesc = "" +
 	"\rneeds_running\x18\b \x01(\bR\fneedsRunning\x12\x1e\n" +
 	"\n" +
 	"concurrent\x18\t \x01(\bR\n" +
-	"concurrent\"\x8b\x02\n" +
+	"concurrent\x12\x1f\n" +
+	"\voutput_file\x18\n" +
+	" \x01(\tR\n" +
+	"outputFile\"\x8b\x02\n" +
 	"\x0eCommandRequest\x12\x1c\n" +
 	"\toperation\x18\x01 \x01(\tR\toperation\x12\x14\n" +
 	"\x05input\x18\x02 \x01(\fR\x05input\x12\x16\n" +
