@@ -25,6 +25,7 @@ var migrations = []migration{
 	migrate5,
 	migrate6,
 	migrate7,
+	migrate8,
 }
 
 // SchemaVersion returns the schema version this binary knows.

@@ -1,0 +1,279 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+)
+
+// RunState is where a run of an app's operation is in its life.
+type RunState string
+
+// The states of a run. All but queued and running are final.
+const (
+	RunQueued    RunState = "queued"
+	RunRunning   RunState = "running"
+	RunSucceeded RunState = "succeeded"
+	RunFailed    RunState = "failed"
+	RunCanceled  RunState = "canceled"
+	RunTimedOut  RunState = "timed_out"
+)
+
+// Finished reports whether s is a final state.
+func (s RunState) Finished() bool {
+	return s == RunSucceeded || s == RunFailed || s == RunCanceled || s == RunTimedOut
+}
+
+// Run triggers.
+const (
+	RunManual    = "manual"
+	RunScheduled = "scheduled"
+)
+
+// RunsKept is how many runs a deployment keeps; older ones go with their output.
+const RunsKept = 100
+
+// RunOutputMax is the most output a run keeps, in bytes; the rest is cut, and said.
+const RunOutputMax = 1 << 20
+
+// Run is one run of an app's operation (a command in one of its nodes).
+type Run struct {
+	ID           string `gorm:"primaryKey"`
+	DeploymentID string
+	App          string
+	Operation    string
+	// Node is the node the command runs in, known once the app rendered it.
+	Node string
+	// Exclusive runs go one at a time per node.
+	Exclusive bool
+	// Actor is who asked for the run (a user name, or "scheduler").
+	Actor   string
+	Trigger string
+	// Input is the input JSON with every secret (writeOnly) value taken out.
+	Input string
+	// SecretInstance is the secret resource instance that keeps the secret inputs until
+	// the run ends, SecretRefs their references by input name (a JSON object).
+	SecretInstance string
+	SecretRefs     string
+	// Sensitive runs keep no output.
+	Sensitive  bool
+	OutputFile string
+	State      RunState
+	// Reason says why the run is in its state (the command's status, an error).
+	Reason          string
+	ExitCode        *int
+	OutputBytes     int64
+	OutputTruncated bool
+	JobID           int64
+	CreatedAt       time.Time
+	StartedAt       *time.Time
+	FinishedAt      *time.Time
+}
+
+// RunOutput is one piece of a run's output. Seq numbers a run's pieces from 1.
+type RunOutput struct {
+	RunID string `gorm:"primaryKey"`
+	Seq   int    `gorm:"primaryKey;autoIncrement:false"`
+	Time  time.Time
+	// Stream is stdout, stderr or fedhost (what the host says about the run).
+	Stream string
+	Data   string
+}
+
+// TableName keeps the table's name singular-free and plain.
+func (RunOutput) TableName() string { return "run_output" }
+
+// migrate8 adds the runs of apps' operations and their output. One exclusive run per
+// node runs at a time: a partial unique index, which both databases enforce atomically.
+func migrate8(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE runs (
+			id text PRIMARY KEY,
+			deployment_id text NOT NULL REFERENCES deployments (id),
+			app text NOT NULL,
+			operation text NOT NULL,
+			node text NOT NULL DEFAULT '',
+			exclusive boolean NOT NULL DEFAULT true,
+			actor text NOT NULL,
+			trigger text NOT NULL,
+			input text NOT NULL,
+			secret_instance text NOT NULL DEFAULT '',
+			secret_refs text NOT NULL DEFAULT '',
+			sensitive boolean NOT NULL DEFAULT false,
+			output_file text NOT NULL DEFAULT '',
+			state text NOT NULL CHECK (state IN ('queued', 'running', 'succeeded', 'failed', 'canceled', 'timed_out')),
+			reason text NOT NULL DEFAULT '',
+			exit_code integer,
+			output_bytes bigint NOT NULL DEFAULT 0,
+			output_truncated boolean NOT NULL DEFAULT false,
+			job_id bigint NOT NULL DEFAULT 0,
+			created_at {ts} NOT NULL,
+			started_at {ts},
+			finished_at {ts}
+		)`,
+		`CREATE INDEX runs_deployment ON runs (deployment_id, created_at)`,
+		`CREATE INDEX runs_finished_at ON runs (finished_at)`,
+		`CREATE UNIQUE INDEX runs_one_per_node ON runs (deployment_id, node) WHERE state = 'running' AND exclusive`,
+		`CREATE TABLE run_output (
+			run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+			seq integer NOT NULL,
+			time {ts} NOT NULL,
+			stream text NOT NULL,
+			data text NOT NULL,
+			PRIMARY KEY (run_id, seq)
+		)`,
+	)
+}
+
+// CreateRun stores r as a new queued run and returns it with its ID.
+func (s *Store) CreateRun(ctx context.Context, r Run) (Run, error) {
+	r.ID, r.State, r.CreatedAt = newID(), RunQueued, now()
+	if err := s.db.WithContext(ctx).Create(&r).Error; err != nil {
+		if _, fk := constraintViolation(err); fk {
+			return Run{}, fmt.Errorf("deployment %s: %w", r.DeploymentID, ErrNotFound)
+		}
+		return Run{}, fmt.Errorf("creating a run of %s %s: %w", r.App, r.Operation, err)
+	}
+	return r, nil
+}
+
+// GetRun returns the run with the given ID.
+func (s *Store) GetRun(ctx context.Context, id string) (Run, error) {
+	var r Run
+	err := s.db.WithContext(ctx).Where("id = ?", id).Take(&r).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Run{}, fmt.Errorf("run %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Run{}, fmt.Errorf("reading run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// ListRuns returns a deployment's runs, newest first, at most limit.
+func (s *Store) ListRuns(ctx context.Context, deploymentID string, limit int) ([]Run, error) {
+	var runs []Run
+	if err := s.db.WithContext(ctx).Where("deployment_id = ?", deploymentID).
+		Order("created_at DESC, id DESC").Limit(limit).Find(&runs).Error; err != nil {
+		return nil, fmt.Errorf("listing the runs of deployment %s: %w", deploymentID, err)
+	}
+	return runs, nil
+}
+
+// SetRunJob records the River job of a run.
+func (s *Store) SetRunJob(ctx context.Context, id string, jobID int64) error {
+	return s.db.WithContext(ctx).Model(&Run{}).Where("id = ?", id).Update("job_id", jobID).Error
+}
+
+// ErrNodeBusy is wrapped by StartRun when another exclusive run holds the node.
+var ErrNodeBusy = errors.New("another run is going on the node")
+
+// StartRun marks a queued run running in node. It wraps ErrNodeBusy when the run is
+// exclusive and another exclusive run of the deployment runs in that node, and
+// ErrBuildFinished when the run is already finished.
+func (s *Store) StartRun(ctx context.Context, id, node string) error {
+	res := s.db.WithContext(ctx).Model(&Run{}).Where("id = ? AND state = ?", id, RunQueued).
+		Updates(map[string]any{"state": RunRunning, "node": node, "started_at": now()})
+	if res.Error != nil {
+		if unique, _ := constraintViolation(res.Error); unique {
+			return fmt.Errorf("run %s: %w", id, ErrNodeBusy)
+		}
+		return fmt.Errorf("starting run %s: %w", id, res.Error)
+	}
+	if res.RowsAffected == 1 {
+		return nil
+	}
+	r, err := s.GetRun(ctx, id)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("run %s is already %s: %w", id, r.State, ErrBuildFinished)
+}
+
+// RunEnd is how a run ended.
+type RunEnd struct {
+	State           RunState
+	Reason          string
+	ExitCode        *int
+	OutputBytes     int64
+	OutputTruncated bool
+}
+
+// FinishRun records the end of a run that is not finished yet; it wraps
+// ErrBuildFinished when it is.
+func (s *Store) FinishRun(ctx context.Context, id string, end RunEnd) error {
+	if !end.State.Finished() {
+		return fmt.Errorf("run %s: %q is not a final state", id, end.State)
+	}
+	res := s.db.WithContext(ctx).Model(&Run{}).
+		Where("id = ? AND state IN ?", id, []RunState{RunQueued, RunRunning}).
+		Updates(map[string]any{
+			"state": end.State, "reason": end.Reason, "exit_code": end.ExitCode, "output_bytes": end.OutputBytes,
+			"output_truncated": end.OutputTruncated, "finished_at": now(), "secret_refs": "",
+		})
+	if res.Error != nil {
+		return fmt.Errorf("finishing run %s: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("run %s: %w", id, ErrBuildFinished)
+	}
+	return nil
+}
+
+// AppendRunOutput stores one piece of a run's output; the run's worker numbers them.
+func (s *Store) AppendRunOutput(ctx context.Context, o RunOutput) error {
+	if o.Time.IsZero() {
+		o.Time = now()
+	}
+	if err := s.db.WithContext(ctx).Create(&o).Error; err != nil {
+		return fmt.Errorf("appending to the output of run %s: %w", o.RunID, err)
+	}
+	return nil
+}
+
+// RunOutputs returns a run's output after seq, in order, at most limit pieces.
+func (s *Store) RunOutputs(ctx context.Context, runID string, afterSeq, limit int) ([]RunOutput, error) {
+	var out []RunOutput
+	if err := s.db.WithContext(ctx).Where("run_id = ? AND seq > ?", runID, afterSeq).
+		Order("seq").Limit(limit).Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("reading the output of run %s: %w", runID, err)
+	}
+	return out, nil
+}
+
+// PruneRuns deletes, with their output, the finished runs of a deployment beyond the
+// newest RunsKept, and every finished run that ended before t; it returns how many.
+func (s *Store) PruneRuns(ctx context.Context, deploymentID string, t time.Time) (int64, error) {
+	var deleted int64
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var old []string
+		if err := tx.Model(&Run{}).Where("deployment_id = ?", deploymentID).
+			Order("created_at DESC, id DESC").Offset(RunsKept).Pluck("id", &old).Error; err != nil {
+			return err
+		}
+		q := tx.Where("finished_at IS NOT NULL AND finished_at < ?", t.UTC())
+		if len(old) > 0 {
+			q = tx.Where("finished_at IS NOT NULL AND (finished_at < ? OR id IN ?)", t.UTC(), old)
+		}
+		var ids []string
+		if err := q.Model(&Run{}).Where("deployment_id = ?", deploymentID).Pluck("id", &ids).Error; err != nil {
+			return err
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		if err := tx.Where("run_id IN ?", ids).Delete(&RunOutput{}).Error; err != nil {
+			return err
+		}
+		res := tx.Where("id IN ?", ids).Delete(&Run{})
+		deleted = res.RowsAffected
+		return res.Error
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pruning the runs of deployment %s: %w", deploymentID, err)
+	}
+	return deleted, nil
+}
