@@ -308,6 +308,9 @@ func (h *handlers) recordResult(c *fiber.Ctx, action string, err error) {
 	if id, ok := c.Locals("deployment").(string); ok {
 		e.DeploymentID = id
 	}
+	if id, ok := c.Locals("subject").(string); ok {
+		e.Subject = id
+	}
 	var de *deploy.Error
 	var dn *denied
 	var rf *refused

@@ -243,6 +243,10 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"Unmigrated":            catalog.Unmigrated{},
 		"Configuration":         catalog.Config{},
 		"AppConfig":             catalog.AppConfig{},
+		"AppOperation":          AppOperation{},
+		"Run":                   Run{},
+		"RunRequest":            RunRequest{},
+		"OutputEvent":           OutputEvent{},
 	} {
 		t.Run(name, func(t *testing.T) {
 			schema, ok := schemas[name].(map[string]any)
