@@ -480,8 +480,8 @@ func cutUTF8(s string, n int) string {
 	return s[:n]
 }
 
-// finish records the run's end, drops its secret inputs, prunes old runs and records
-// an audit event.
+// finish drops the run's secret inputs, records an audit event and the run's end, and
+// prunes old runs.
 func (rec *runRecorder) finish(end store.RunEnd, plan *runPlan) error {
 	e, r := rec.e, rec.run
 	if plan != nil && r.Sensitive {
@@ -490,10 +490,6 @@ func (rec *runRecorder) finish(end store.RunEnd, plan *runPlan) error {
 	end.OutputBytes, end.OutputTruncated = rec.bytes, rec.truncated
 	end.Reason = cut(end.Reason, 1024)
 	rec.note("run %s: %s", end.State, end.Reason)
-	err := e.opts.Store.FinishRun(rec.ctx, r.ID, end)
-	if errors.Is(err, store.ErrBuildFinished) {
-		err = nil
-	}
 	tenant := rec.tenant
 	if tenant == "" {
 		if d, derr := e.opts.Store.GetDeployment(rec.ctx, r.DeploymentID); derr == nil {
@@ -502,9 +498,6 @@ func (rec *runRecorder) finish(end store.RunEnd, plan *runPlan) error {
 	}
 	if tenant != "" {
 		e.dropRunSecrets(tenant, r.SecretInstance)
-	}
-	if _, perr := e.opts.Store.PruneRuns(rec.ctx, r.DeploymentID, e.runRetentionStart()); perr != nil {
-		e.log.Error("pruning runs", "deployment_id", r.DeploymentID, "error", perr)
 	}
 	if e.opts.Audit != nil {
 		result := audit.ResultOK
@@ -521,6 +514,14 @@ func (rec *runRecorder) finish(end store.RunEnd, plan *runPlan) error {
 		}); aerr != nil {
 			e.log.Error("recording the end of a run", "run_id", r.ID, "error", aerr)
 		}
+	}
+	// The end is recorded last: a run seen finished has its audit event.
+	err := e.opts.Store.FinishRun(rec.ctx, r.ID, end)
+	if errors.Is(err, store.ErrBuildFinished) {
+		err = nil
+	}
+	if _, perr := e.opts.Store.PruneRuns(rec.ctx, r.DeploymentID, e.runRetentionStart()); perr != nil {
+		e.log.Error("pruning runs", "deployment_id", r.DeploymentID, "error", perr)
 	}
 	return err
 }
