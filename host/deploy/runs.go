@@ -264,7 +264,7 @@ func (e *Engine) CancelRun(ctx context.Context, deploymentID, runID, actor strin
 // RunOperation runs a queued run: the app renders its command, the node's instance
 // provider runs it, and its output and end are recorded. It returns an error wrapping
 // store.ErrNodeBusy, and records nothing, while another run holds the node.
-func (e *Engine) RunOperation(ctx context.Context, runID string) error {
+func (e *Engine) RunOperation(ctx context.Context, runID string, jobID int64) error {
 	r, err := e.opts.Store.GetRun(ctx, runID)
 	if err != nil {
 		return err
@@ -287,7 +287,7 @@ func (e *Engine) RunOperation(ctx context.Context, runID string) error {
 	if err != nil {
 		return rec.finish(store.RunEnd{State: store.RunFailed, Reason: err.Error()}, nil)
 	}
-	if err := e.opts.Store.StartRun(ctx, r.ID, plan.cmd.Node); err != nil {
+	if err := e.opts.Store.StartRun(ctx, r.ID, plan.cmd.Node, jobID); err != nil {
 		if errors.Is(err, store.ErrBuildFinished) {
 			return nil // canceled while it waited
 		}
@@ -489,7 +489,6 @@ func (rec *runRecorder) finish(end store.RunEnd, plan *runPlan) error {
 	}
 	end.OutputBytes, end.OutputTruncated = rec.bytes, rec.truncated
 	end.Reason = cut(end.Reason, 1024)
-	rec.note("run %s: %s", end.State, end.Reason)
 	tenant := rec.tenant
 	if tenant == "" {
 		if d, derr := e.opts.Store.GetDeployment(rec.ctx, r.DeploymentID); derr == nil {
@@ -515,13 +514,15 @@ func (rec *runRecorder) finish(end store.RunEnd, plan *runPlan) error {
 			e.log.Error("recording the end of a run", "run_id", r.ID, "error", aerr)
 		}
 	}
-	// The end is recorded last: a run seen finished has its audit event.
+	// The end is recorded last, with its last line and the pruning of old runs, in one
+	// transaction: a run seen finished has its audit event.
+	rec.seq++
+	retention := e.runRetentionStart()
+	end.Last = &store.RunOutput{Seq: rec.seq, Stream: "fedhost", Data: fmt.Sprintf("run %s: %s", end.State, end.Reason)}
+	end.PruneBefore = &retention
 	err := e.opts.Store.FinishRun(rec.ctx, r.ID, end)
 	if errors.Is(err, store.ErrBuildFinished) {
 		err = nil
-	}
-	if _, perr := e.opts.Store.PruneRuns(rec.ctx, r.DeploymentID, e.runRetentionStart()); perr != nil {
-		e.log.Error("pruning runs", "deployment_id", r.DeploymentID, "error", perr)
 	}
 	return err
 }

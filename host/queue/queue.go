@@ -121,7 +121,7 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	if cfg.Runner != nil {
-		queues[runsQueue] = river.QueueConfig{MaxWorkers: cfg.RunWorkers}
+		queues[runsQueue] = river.QueueConfig{MaxWorkers: cfg.RunWorkers, FetchCooldown: runFetchCooldown, FetchPollInterval: runFetchPoll}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now

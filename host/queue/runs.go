@@ -13,21 +13,32 @@ import (
 	"github.com/fedhost/fedhost/host/store"
 )
 
-// Runner runs one run of an app's operation: it renders the command, starts the run
-// with store.StartRun and records its end with store.FinishRun. It returns an error
-// wrapping store.ErrNodeBusy when another run holds the node, and the run waits.
+// Runner runs one run of an app's operation in River job jobID: it renders the command,
+// starts the run with store.StartRun and records its end with store.FinishRun. It
+// returns an error wrapping store.ErrNodeBusy when another run holds the node, and the
+// run waits.
 type Runner interface {
-	RunOperation(ctx context.Context, runID string) error
+	RunOperation(ctx context.Context, runID string, jobID int64) error
 }
 
 // RunnerFunc adapts a function to Runner.
-type RunnerFunc func(ctx context.Context, runID string) error
+type RunnerFunc func(ctx context.Context, runID string, jobID int64) error
 
 // RunOperation calls f.
-func (f RunnerFunc) RunOperation(ctx context.Context, runID string) error { return f(ctx, runID) }
+func (f RunnerFunc) RunOperation(ctx context.Context, runID string, jobID int64) error {
+	return f(ctx, runID, jobID)
+}
 
 // runsQueue is the River queue of runs: a long build does not hold a run up.
 const runsQueue = "runs"
+
+// A run is a person waiting at a Run button: its queue fetches far more often than
+// River's defaults (100 ms cooldown, 1 s poll), which put 100 ms to 1 s between a submit
+// and the command's start. See docs/benchmarks.md (runs queue overhead).
+const (
+	runFetchCooldown = 5 * time.Millisecond
+	runFetchPoll     = 20 * time.Millisecond
+)
 
 // busyWait is how long a run waits for its node when another run holds it.
 const busyWait = 500 * time.Millisecond
@@ -56,7 +67,10 @@ type runWorker struct {
 }
 
 func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
-	err := w.runner.RunOperation(ctx, job.Args.RunID)
+	if w.runner == nil {
+		return river.JobCancel(errors.New("this fedhost process runs no operations"))
+	}
+	err := w.runner.RunOperation(ctx, job.Args.RunID, job.ID)
 	switch {
 	case errors.Is(err, store.ErrNodeBusy):
 		return river.JobSnooze(busyWait)
@@ -73,19 +87,24 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 // Timeout lets the runner's own timeout (the operation's) bound a run.
 func (w *runWorker) Timeout(*river.Job[runArgs]) time.Duration { return -1 }
 
-// EnqueueRun queues a stored run.
+// EnqueueRun queues a stored run. The run learns its job when it starts (StartRun):
+// one write less between a submit and the command's start.
 func (q *Queue) EnqueueRun(ctx context.Context, runID string) error {
-	res, err := q.client.Insert(ctx, runArgs{RunID: runID}, nil)
-	if err != nil {
+	if _, err := q.client.Insert(ctx, runArgs{RunID: runID}, nil); err != nil {
 		return fmt.Errorf("enqueueing run %s: %w", runID, err)
 	}
-	return q.store.SetRunJob(ctx, runID, res.Job.ID)
+	return nil
 }
 
 // CancelRun cancels a queued or running run: a queued one at once, a running one when
 // its worker sees the cancellation (River cancels its context, and the command is
 // killed).
 func (q *Queue) CancelRun(ctx context.Context, runID, actor string) error {
+	// A queued run is canceled in the store; its job then finds it finished and ends.
+	err := q.store.CancelQueuedRun(ctx, runID, "canceled by "+actor+" before it ran")
+	if !errors.Is(err, store.ErrBuildFinished) {
+		return err
+	}
 	r, err := q.store.GetRun(ctx, runID)
 	if err != nil {
 		return err
@@ -93,16 +112,8 @@ func (q *Queue) CancelRun(ctx context.Context, runID, actor string) error {
 	if r.State.Finished() {
 		return fmt.Errorf("run %s is already %s: %w", runID, r.State, store.ErrBuildFinished)
 	}
-	if r.JobID != 0 {
-		if _, err := q.client.JobCancel(ctx, r.JobID); err != nil {
-			return fmt.Errorf("canceling run %s: %w", runID, err)
-		}
-	}
-	if r.State == store.RunQueued {
-		err := q.store.FinishRun(ctx, runID, store.RunEnd{State: store.RunCanceled, Reason: "canceled by " + actor + " before it ran"})
-		if err != nil && !errors.Is(err, store.ErrBuildFinished) {
-			return err
-		}
+	if _, err := q.client.JobCancel(ctx, r.JobID); err != nil {
+		return fmt.Errorf("canceling run %s: %w", runID, err)
 	}
 	return nil
 }

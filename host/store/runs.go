@@ -163,20 +163,29 @@ func (s *Store) ListRuns(ctx context.Context, deploymentID string, limit int) ([
 	return runs, nil
 }
 
-// SetRunJob records the River job of a run.
-func (s *Store) SetRunJob(ctx context.Context, id string, jobID int64) error {
-	return s.db.WithContext(ctx).Model(&Run{}).Where("id = ?", id).Update("job_id", jobID).Error
+// CancelQueuedRun cancels a run that has not started; it wraps ErrBuildFinished when the
+// run is not queued (any more).
+func (s *Store) CancelQueuedRun(ctx context.Context, id, reason string) error {
+	res := s.db.WithContext(ctx).Model(&Run{}).Where("id = ? AND state = ?", id, RunQueued).
+		Updates(map[string]any{"state": RunCanceled, "reason": reason, "finished_at": now(), "secret_refs": ""})
+	if res.Error != nil {
+		return fmt.Errorf("canceling run %s: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("run %s is not queued: %w", id, ErrBuildFinished)
+	}
+	return nil
 }
 
 // ErrNodeBusy is wrapped by StartRun when another exclusive run holds the node.
 var ErrNodeBusy = errors.New("another run is going on the node")
 
-// StartRun marks a queued run running in node. It wraps ErrNodeBusy when the run is
-// exclusive and another exclusive run of the deployment runs in that node, and
-// ErrBuildFinished when the run is already finished.
-func (s *Store) StartRun(ctx context.Context, id, node string) error {
+// StartRun marks a queued run running in node, worked by River job jobID. It wraps
+// ErrNodeBusy when the run is exclusive and another exclusive run of the deployment runs
+// in that node, and ErrBuildFinished when the run is already finished.
+func (s *Store) StartRun(ctx context.Context, id, node string, jobID int64) error {
 	res := s.db.WithContext(ctx).Model(&Run{}).Where("id = ? AND state = ?", id, RunQueued).
-		Updates(map[string]any{"state": RunRunning, "node": node, "started_at": now()})
+		Updates(map[string]any{"state": RunRunning, "node": node, "started_at": now(), "job_id": jobID})
 	if res.Error != nil {
 		if unique, _ := constraintViolation(res.Error); unique {
 			return fmt.Errorf("run %s: %w", id, ErrNodeBusy)
@@ -200,25 +209,55 @@ type RunEnd struct {
 	ExitCode        *int
 	OutputBytes     int64
 	OutputTruncated bool
+	// Last, if set, is a last piece of output recorded with the end.
+	Last *RunOutput
+	// PruneBefore, if set, prunes the deployment's runs with the end (see PruneRuns).
+	PruneBefore *time.Time
 }
 
-// FinishRun records the end of a run that is not finished yet; it wraps
-// ErrBuildFinished when it is.
+// FinishRun records the end of a run that is not finished yet, in one transaction with
+// its last piece of output and the pruning of old runs; it wraps ErrBuildFinished when
+// the run is finished already.
 func (s *Store) FinishRun(ctx context.Context, id string, end RunEnd) error {
 	if !end.State.Finished() {
 		return fmt.Errorf("run %s: %q is not a final state", id, end.State)
 	}
-	res := s.db.WithContext(ctx).Model(&Run{}).
-		Where("id = ? AND state IN ?", id, []RunState{RunQueued, RunRunning}).
-		Updates(map[string]any{
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var r Run
+		if err := tx.Select("id", "deployment_id", "state").Where("id = ?", id).Take(&r).Error; err != nil {
+			if errors.Is(err, gorm.ErrRecordNotFound) {
+				return fmt.Errorf("run %s: %w", id, ErrNotFound)
+			}
+			return err
+		}
+		if r.State.Finished() {
+			return fmt.Errorf("run %s is already %s: %w", id, r.State, ErrBuildFinished)
+		}
+		if err := tx.Model(&Run{}).Where("id = ?", id).Updates(map[string]any{
 			"state": end.State, "reason": end.Reason, "exit_code": end.ExitCode, "output_bytes": end.OutputBytes,
 			"output_truncated": end.OutputTruncated, "finished_at": now(), "secret_refs": "",
-		})
-	if res.Error != nil {
-		return fmt.Errorf("finishing run %s: %w", id, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return fmt.Errorf("run %s: %w", id, ErrBuildFinished)
+		}).Error; err != nil {
+			return err
+		}
+		if end.Last != nil {
+			last := *end.Last
+			last.RunID = id
+			if last.Time.IsZero() {
+				last.Time = now()
+			}
+			if err := tx.Create(&last).Error; err != nil {
+				return err
+			}
+		}
+		if end.PruneBefore != nil {
+			if _, err := pruneRuns(tx, r.DeploymentID, *end.PruneBefore); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("finishing run %s: %w", id, err)
 	}
 	return nil
 }
@@ -249,6 +288,19 @@ func (s *Store) RunOutputs(ctx context.Context, runID string, afterSeq, limit in
 func (s *Store) PruneRuns(ctx context.Context, deploymentID string, t time.Time) (int64, error) {
 	var deleted int64
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		var err error
+		deleted, err = pruneRuns(tx, deploymentID, t)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("pruning the runs of deployment %s: %w", deploymentID, err)
+	}
+	return deleted, nil
+}
+
+func pruneRuns(tx *gorm.DB, deploymentID string, t time.Time) (int64, error) {
+	var deleted int64
+	err := func() error {
 		var old []string
 		if err := tx.Model(&Run{}).Where("deployment_id = ?", deploymentID).
 			Order("created_at DESC, id DESC").Offset(RunsKept).Pluck("id", &old).Error; err != nil {
@@ -271,9 +323,6 @@ func (s *Store) PruneRuns(ctx context.Context, deploymentID string, t time.Time)
 		res := tx.Where("id IN ?", ids).Delete(&Run{})
 		deleted = res.RowsAffected
 		return res.Error
-	})
-	if err != nil {
-		return 0, fmt.Errorf("pruning the runs of deployment %s: %w", deploymentID, err)
-	}
-	return deleted, nil
+	}()
+	return deleted, err
 }

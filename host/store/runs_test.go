@@ -31,10 +31,10 @@ func TestRuns(t *testing.T) {
 			return r
 		}
 		first, second, beside := newRun(true), newRun(true), newRun(false)
-		require.NoError(t, st.StartRun(ctx, first.ID, "web"))
-		require.ErrorIs(t, st.StartRun(ctx, second.ID, "web"), store.ErrNodeBusy)
-		require.NoError(t, st.StartRun(ctx, beside.ID, "web"), "a concurrent operation runs beside")
-		require.ErrorIs(t, st.StartRun(ctx, first.ID, "web"), store.ErrBuildFinished, "a running run does not start again")
+		require.NoError(t, st.StartRun(ctx, first.ID, "web", 1))
+		require.ErrorIs(t, st.StartRun(ctx, second.ID, "web", 2), store.ErrNodeBusy)
+		require.NoError(t, st.StartRun(ctx, beside.ID, "web", 3), "a concurrent operation runs beside")
+		require.ErrorIs(t, st.StartRun(ctx, first.ID, "web", 1), store.ErrBuildFinished, "a running run does not start again")
 
 		for i, o := range []store.RunOutput{{Stream: "stdout", Data: "one\n"}, {Stream: "stderr", Data: "two\n"}, {Stream: "stdout", Data: "three\n"}} {
 			o.RunID, o.Seq = first.ID, i+1
@@ -54,7 +54,7 @@ func TestRuns(t *testing.T) {
 		require.Equal(t, store.RunSucceeded, got.State)
 		require.Equal(t, 0, *got.ExitCode)
 		require.NotNil(t, got.FinishedAt)
-		require.NoError(t, st.StartRun(ctx, second.ID, "web"), "the node is free once the first run ended")
+		require.NoError(t, st.StartRun(ctx, second.ID, "web", 2), "the node is free once the first run ended")
 
 		// Pruning keeps the newest RunsKept and what ended after the retention time.
 		for i := 0; i < store.RunsKept+2; i++ {
