@@ -122,6 +122,10 @@ func (u *UI) Mount(app *fiber.App) {
 	app.Post("/deployments/:id/backups/:app", small, u.signedIn(u.backUp))
 	app.Get("/deployments/:id/backups/:app/restore/:snapshot", u.signedIn(u.restorePage))
 	app.Post("/deployments/:id/backups/:app/restore/:snapshot", small, u.signedIn(u.restore))
+	app.Get("/deployments/:id/operations/:app/:name", u.signedIn(u.operationPage))
+	app.Post("/deployments/:id/operations/:app/:name", small, u.signedIn(u.runOperation))
+	app.Get("/deployments/:id/runs/:run", u.signedIn(u.runPage))
+	app.Post("/deployments/:id/runs/:run/cancel", small, u.signedIn(u.cancelRun))
 	app.Get("/builds/:id", u.signedIn(u.build))
 
 	app.Get("/account", u.signedIn(u.account))
@@ -375,6 +379,16 @@ var funcs = template.FuncMap{
 		}{list, action, csrf}
 	},
 	"snapshot": shortSnapshot,
+	// dict passes named values to a template: dict "Runs" runs "Empty" "No runs yet."
+	"dict": func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if k, ok := kv[i].(string); ok {
+				m[k] = kv[i+1]
+			}
+		}
+		return m
+	},
 	// slug is a state as a class name: "renewal due" is state-renewal-due.
 	"slug": func(s string) string { return strings.ReplaceAll(strings.ToLower(s), " ", "-") },
 }

@@ -38,6 +38,9 @@ type AppOperation struct {
 // Operations lists the operations of the deployment's enabled apps that run as commands
 // (backup and restore, the host's own, have their own routes).
 func (e *Engine) Operations(ctx context.Context, deploymentID string) ([]AppOperation, error) {
+	if e.opts.Catalog == nil {
+		return nil, nil // no app plugins, no operations
+	}
 	d, err := e.Deployment(ctx, deploymentID)
 	if err != nil {
 		return nil, err
