@@ -31,7 +31,7 @@ const (
 
 func inputSchema(properties string, required ...string) json.RawMessage {
 	req, _ := json.Marshal(required)
-	return json.RawMessage(`{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "additionalProperties": false, "properties": {` +
+	return json.RawMessage(`{"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "Input", "type": "object", "additionalProperties": false, "properties": {` +
 		properties + `}, "required": ` + string(req) + `}`)
 }
 
