@@ -252,7 +252,8 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	_, uerr := e.runUpdates(ctx, now, ds)
 	_, rerr := e.runRenewals(ctx, now, ds)
 	_, berr := e.runBackups(ctx, now, ds)
-	return errors.Join(uerr, rerr, berr)
+	_, serr := e.runSchedules(ctx, now)
+	return errors.Join(uerr, rerr, berr, serr)
 }
 
 // RunRetention deletes what is kept only for a time: the logs of builds finished longer

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/internal/storetest"
 	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/app"
 	pluginclient "github.com/fedhost/fedhost/sdk/client"
@@ -31,9 +33,10 @@ import (
 // runsBundle is an engine whose queue works runs, with the real local and embedded
 // providers and the test app opsapp, whose node runs.
 type runsBundle struct {
-	e  *Engine
-	st *store.Store
-	d  store.Deployment
+	e     *Engine
+	st    *store.Store
+	d     store.Deployment
+	clock *storetest.Clock
 }
 
 func goBuild(t *testing.T, out, pkg string) {
@@ -79,7 +82,8 @@ func setupRuns(t *testing.T) *runsBundle {
 	t.Cleanup(m.Stop)
 	cat, err := catalog.Load(ctx, m)
 	require.NoError(t, err)
-	e := New(Options{Store: st, Plugins: m, Catalog: cat, Audit: audit.New(st, audit.Options{}), Environment: []config.Resource{
+	clock := storetest.NewClock(time.Now())
+	e := New(Options{Store: st, Plugins: m, Catalog: cat, Audit: audit.New(st, audit.Options{}), Clock: clock.Now, Environment: []config.Resource{
 		{Type: contract.Instance, Provider: "local"}, {Type: contract.Secret, Provider: "embedded"},
 	}})
 	q, err := queue.New(st, queue.Config{Builder: queue.BuilderFunc(func(context.Context, string, func(string, string)) error { return nil }), Runner: e})
@@ -104,7 +108,7 @@ func setupRuns(t *testing.T) *runsBundle {
 	})
 	require.NoError(t, st.PutResource(ctx, store.Resource{DeploymentID: d.ID, Name: "opsapp-web", App: "opsapp", Type: contract.Instance,
 		Provider: provider, Spec: string(nodes[0].Spec), Result: string(res.Data), State: store.ResourceProvisioned}))
-	return &runsBundle{e: e, st: st, d: d}
+	return &runsBundle{e: e, st: st, d: d, clock: clock}
 }
 
 func (b *runsBundle) start(t *testing.T, operation, input string) store.Run {
@@ -235,5 +239,58 @@ func TestRunsOfAnAppsOperations(t *testing.T) {
 		require.Empty(t, b.output(t, r.ID, "stdout"))
 		require.NotContains(t, b.output(t, r.ID, ""), "node-token")
 		require.Contains(t, b.output(t, r.ID, "fedhost"), "sensitive output: not kept")
+	})
+
+	t.Run("a schedule runs at its time in the deployment's zone, once after a restart, never while suspended", func(t *testing.T) {
+		require.NoError(t, b.st.UpdateDeployment(ctx, b.d.ID, map[string]any{"time_zone": "Europe/Paris"}))
+		at := func(s string) time.Time {
+			v, err := time.Parse(time.RFC3339, s)
+			require.NoError(t, err)
+			return v
+		}
+		b.clock.Add(at("2026-03-02T08:00:00Z").Sub(b.clock.Now())) // 09:00 in Paris
+		_, err := b.e.AddSchedule(ctx, b.d.ID, ScheduleRequest{App: "opsapp", Operation: "echo", Cron: "30 9 * * *", Input: []byte(`{"message": "m", "secret": "a-secret-value"}`)})
+		require.Equal(t, "/input/secret", err.(*Error).Location, "a schedule keeps no secret")
+		_, err = b.e.AddSchedule(ctx, b.d.ID, ScheduleRequest{App: "opsapp", Operation: "token", Cron: "every day"})
+		require.Equal(t, "/cron", err.(*Error).Location)
+		sc, err := b.e.AddSchedule(ctx, b.d.ID, ScheduleRequest{App: "opsapp", Operation: "token", Cron: "30 9 * * *", Actor: "alice"})
+		require.NoError(t, err)
+		require.True(t, at("2026-03-02T08:30:00Z").Equal(sc.NextAt), "09:30 in Paris is 08:30 UTC: %s", sc.NextAt)
+
+		scheduled := func() []store.Run {
+			runs, err := b.st.ListRuns(ctx, b.d.ID, 100)
+			require.NoError(t, err)
+			return slices.DeleteFunc(runs, func(r store.Run) bool { return r.Trigger != store.RunScheduled })
+		}
+		require.NoError(t, b.e.Tick(ctx, at("2026-03-02T08:29:00Z")))
+		require.Empty(t, scheduled(), "not before its time")
+		require.NoError(t, b.e.Tick(ctx, at("2026-03-02T08:31:00Z")))
+		runs := scheduled()
+		require.Len(t, runs, 1, "at its time")
+		require.Equal(t, "scheduler", runs[0].Actor)
+		require.Equal(t, store.RunSucceeded, b.wait(t, runs[0].ID, finished).State)
+		require.NoError(t, b.e.Tick(ctx, at("2026-03-02T08:32:00Z")))
+		require.Len(t, scheduled(), 1, "once")
+
+		// A new engine on the same store, three days later: the missed runs run once.
+		restarted := New(b.e.opts)
+		restarted.SetQueue(b.e.queue)
+		n, err := restarted.runSchedules(ctx, at("2026-03-05T12:00:00Z"))
+		require.NoError(t, err)
+		require.Equal(t, 1, n)
+		list, err := b.st.RunSchedules(ctx, b.d.ID)
+		require.NoError(t, err)
+		require.True(t, at("2026-03-06T08:30:00Z").Equal(list[0].NextAt), "next: %s", list[0].NextAt)
+		require.Equal(t, scheduled()[0].ID, list[0].LastRunID)
+
+		require.NoError(t, b.st.UpdateDeployment(ctx, b.d.ID, map[string]any{"state": StateSuspended}))
+		n, err = restarted.runSchedules(ctx, at("2026-03-06T09:00:00Z"))
+		require.NoError(t, err)
+		require.Zero(t, n, "a suspended deployment's schedule does not run")
+		require.Len(t, scheduled(), 2)
+		list, err = b.st.RunSchedules(ctx, b.d.ID)
+		require.NoError(t, err)
+		require.True(t, at("2026-03-07T08:30:00Z").Equal(list[0].NextAt), "and moves on: %s", list[0].NextAt)
+		require.NoError(t, b.st.UpdateDeployment(ctx, b.d.ID, map[string]any{"state": StateActive}))
 	})
 }

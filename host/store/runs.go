@@ -117,6 +117,20 @@ func migrate8(tx *gorm.DB) error {
 		`CREATE INDEX runs_deployment ON runs (deployment_id, created_at)`,
 		`CREATE INDEX runs_finished_at ON runs (finished_at)`,
 		`CREATE UNIQUE INDEX runs_one_per_node ON runs (deployment_id, node) WHERE state = 'running' AND exclusive`,
+		`CREATE TABLE run_schedules (
+			id text PRIMARY KEY,
+			deployment_id text NOT NULL REFERENCES deployments (id),
+			app text NOT NULL,
+			operation text NOT NULL,
+			cron text NOT NULL,
+			input text NOT NULL,
+			actor text NOT NULL,
+			next_at {ts} NOT NULL,
+			last_at {ts},
+			last_run_id text NOT NULL DEFAULT '',
+			created_at {ts} NOT NULL
+		)`,
+		`CREATE INDEX run_schedules_next_at ON run_schedules (next_at)`,
 		`CREATE TABLE run_output (
 			run_id text NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
 			seq integer NOT NULL,
@@ -325,4 +339,83 @@ func pruneRuns(tx *gorm.DB, deploymentID string, t time.Time) (int64, error) {
 		return res.Error
 	}()
 	return deleted, err
+}
+
+// RunSchedule queues a run of an app's operation on a cron schedule, in the deployment's
+// time zone.
+type RunSchedule struct {
+	ID           string `gorm:"primaryKey"`
+	DeploymentID string
+	App          string
+	Operation    string
+	Cron         string
+	// Input is the runs' input; a schedule holds no secret input.
+	Input string
+	// Actor is who made the schedule.
+	Actor string
+	// NextAt is when the schedule next queues a run; LastAt when it last did, and
+	// LastRunID that run.
+	NextAt    time.Time
+	LastAt    *time.Time
+	LastRunID string
+	CreatedAt time.Time
+}
+
+// CreateRunSchedule stores a new schedule and returns it with its ID.
+func (s *Store) CreateRunSchedule(ctx context.Context, r RunSchedule) (RunSchedule, error) {
+	r.ID, r.CreatedAt, r.NextAt = newID(), now(), r.NextAt.UTC()
+	if err := s.db.WithContext(ctx).Create(&r).Error; err != nil {
+		if _, fk := constraintViolation(err); fk {
+			return RunSchedule{}, fmt.Errorf("deployment %s: %w", r.DeploymentID, ErrNotFound)
+		}
+		return RunSchedule{}, fmt.Errorf("creating a schedule of %s %s: %w", r.App, r.Operation, err)
+	}
+	return r, nil
+}
+
+// RunSchedules returns a deployment's schedules, the soonest first.
+func (s *Store) RunSchedules(ctx context.Context, deploymentID string) ([]RunSchedule, error) {
+	var out []RunSchedule
+	if err := s.db.WithContext(ctx).Where("deployment_id = ?", deploymentID).Order("next_at, id").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("listing the schedules of deployment %s: %w", deploymentID, err)
+	}
+	return out, nil
+}
+
+// DueRunSchedules returns every schedule whose next run is at t or before.
+func (s *Store) DueRunSchedules(ctx context.Context, t time.Time) ([]RunSchedule, error) {
+	var out []RunSchedule
+	if err := s.db.WithContext(ctx).Where("next_at <= ?", t.UTC()).Order("next_at, id").Find(&out).Error; err != nil {
+		return nil, fmt.Errorf("listing the schedules due: %w", err)
+	}
+	return out, nil
+}
+
+// ClaimSchedule moves a due schedule's next time to next; it returns false when its
+// next time had moved already (another tick took it), and the caller queues nothing.
+func (s *Store) ClaimSchedule(ctx context.Context, sc RunSchedule, next time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Model(&RunSchedule{}).Where("id = ? AND next_at = ?", sc.ID, sc.NextAt.UTC()).
+		Update("next_at", next.UTC())
+	if res.Error != nil {
+		return false, fmt.Errorf("claiming schedule %s: %w", sc.ID, res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// ScheduleRan records the run a schedule queued at t.
+func (s *Store) ScheduleRan(ctx context.Context, id, runID string, t time.Time) error {
+	return s.db.WithContext(ctx).Model(&RunSchedule{}).Where("id = ?", id).
+		Updates(map[string]any{"last_at": t.UTC(), "last_run_id": runID}).Error
+}
+
+// DeleteRunSchedule removes a deployment's schedule.
+func (s *Store) DeleteRunSchedule(ctx context.Context, deploymentID, id string) error {
+	res := s.db.WithContext(ctx).Where("deployment_id = ? AND id = ?", deploymentID, id).Delete(&RunSchedule{})
+	if res.Error != nil {
+		return fmt.Errorf("removing schedule %s: %w", id, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return fmt.Errorf("schedule %s: %w", id, ErrNotFound)
+	}
+	return nil
 }
