@@ -247,6 +247,8 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"Run":                   Run{},
 		"RunRequest":            RunRequest{},
 		"OutputEvent":           OutputEvent{},
+		"Schedule":              Schedule{},
+		"ScheduleRequest":       ScheduleRequest{},
 	} {
 		t.Run(name, func(t *testing.T) {
 			schema, ok := schemas[name].(map[string]any)

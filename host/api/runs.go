@@ -291,3 +291,71 @@ func (h *handlers) runEvents(c *fiber.Ctx) error {
 // runEventPoll is how often a stream looks for new output of a running run: live
 // output wants less than a build's progress.
 const runEventPoll = 100 * time.Millisecond
+
+// Schedule is a schedule of an app's operation.
+type Schedule struct {
+	ID        string          `json:"id"`
+	App       string          `json:"app"`
+	Operation string          `json:"operation"`
+	Cron      string          `json:"cron"`
+	Input     json.RawMessage `json:"input"`
+	Actor     string          `json:"actor"`
+	// NextAt is when it next queues a run; LastAt when it last did, LastRunID that run.
+	NextAt    time.Time  `json:"next_at"`
+	LastAt    *time.Time `json:"last_at,omitempty"`
+	LastRunID string     `json:"last_run_id,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+func toSchedule(s store.RunSchedule) Schedule {
+	return Schedule{ID: s.ID, App: s.App, Operation: s.Operation, Cron: s.Cron, Input: json.RawMessage(orEmptyObject(s.Input)),
+		Actor: s.Actor, NextAt: s.NextAt, LastAt: s.LastAt, LastRunID: s.LastRunID, CreatedAt: s.CreatedAt}
+}
+
+// ScheduleRequest asks for a schedule of an operation.
+type ScheduleRequest struct {
+	// Cron is five fields (minute hour day month weekday) or @hourly, @daily, @weekly,
+	// read in the deployment's time zone.
+	Cron  string          `json:"cron"`
+	Input json.RawMessage `json:"input"`
+}
+
+func (h *handlers) addSchedule(c *fiber.Ctx) error {
+	var req ScheduleRequest
+	if err := json.Unmarshal(c.Body(), &req); err != nil {
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Message: `send {"cron": "30 3 * * *", "input": {...}}`}
+	}
+	cl, _ := callerOf(c)
+	s, err := h.d.Engine.AddSchedule(c.UserContext(), c.Params("id"), deploy.ScheduleRequest{
+		App: c.Params("app"), Operation: c.Params("name"), Cron: req.Cron, Input: req.Input, Actor: cl.user.Name,
+	})
+	if err != nil {
+		return err
+	}
+	c.Locals("subject", s.ID)
+	return c.Status(fiber.StatusCreated).JSON(toSchedule(s))
+}
+
+func (h *handlers) listSchedules(c *fiber.Ctx) error {
+	if _, err := h.d.Engine.Deployment(c.UserContext(), c.Params("id")); err != nil {
+		return err
+	}
+	list, err := h.d.Store.RunSchedules(c.UserContext(), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	out := make([]Schedule, 0, len(list))
+	for _, s := range list {
+		out = append(out, toSchedule(s))
+	}
+	return c.JSON(out)
+}
+
+func (h *handlers) deleteSchedule(c *fiber.Ctx) error {
+	c.Locals("subject", c.Params("schedule"))
+	err := h.d.Store.DeleteRunSchedule(c.UserContext(), c.Params("id"), c.Params("schedule"))
+	if err != nil {
+		return err
+	}
+	return c.SendStatus(fiber.StatusNoContent)
+}

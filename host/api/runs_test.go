@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -102,4 +103,30 @@ func TestRunInputIsCheckedBeforeAnythingIsQueued(t *testing.T) {
 	bob := b.user(t, "bob", false)
 	status, _ = b.do(t, bob, "GET", "/api/v1/deployments/"+d.ID+"/runs/"+run.ID, "")
 	require.Equal(t, http.StatusForbidden, status, "another operator's runs are not shown")
+
+	// Schedules: a secret input cannot be scheduled; a valid one is listed with its next
+	// time, and removed.
+	sched := "/api/v1/deployments/" + d.ID + "/apps/miniflux/operations/"
+	status, body = b.do(t, alice, "POST", sched+"create-user/schedules", `{"cron": "0 3 * * *", "input": {"username": "bob", "password": "pass-of-bob"}}`)
+	require.Equal(t, http.StatusBadRequest, status, "%s", body)
+	require.Contains(t, string(body), `"location":"/input/password"`)
+	require.NotContains(t, string(body), "pass-of-bob")
+	status, body = b.do(t, alice, "POST", sched+"refresh-feeds/schedules", `{"cron": "every night"}`)
+	require.Equal(t, http.StatusBadRequest, status, "%s", body)
+	require.Contains(t, string(body), `"location":"/cron"`)
+	status, body = b.do(t, alice, "POST", sched+"export-opml/schedules", `{"cron": "@daily", "input": {"username": "bob"}}`)
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+	var s api.Schedule
+	require.NoError(t, json.Unmarshal(body, &s))
+	require.Equal(t, "alice", s.Actor)
+	require.True(t, s.NextAt.After(time.Now()))
+	status, body = b.do(t, alice, "GET", "/api/v1/deployments/"+d.ID+"/schedules", "")
+	require.Equal(t, http.StatusOK, status, "%s", body)
+	var schedules []api.Schedule
+	require.NoError(t, json.Unmarshal(body, &schedules))
+	require.Len(t, schedules, 1)
+	status, _ = b.do(t, bob, "DELETE", "/api/v1/deployments/"+d.ID+"/schedules/"+s.ID, "")
+	require.Equal(t, http.StatusForbidden, status)
+	status, _ = b.do(t, alice, "DELETE", "/api/v1/deployments/"+d.ID+"/schedules/"+s.ID, "")
+	require.Equal(t, http.StatusNoContent, status)
 }
