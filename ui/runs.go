@@ -22,8 +22,12 @@ type operationData struct {
 	D      store.Deployment
 	Op     deploy.AppOperation
 	Fields template.HTML
-	// Runs are the operation's last runs, newest first.
-	Runs []store.Run
+	// Runs are the operation's last runs, newest first; Schedules its schedules.
+	Runs      []store.Run
+	Schedules []store.RunSchedule
+	// Cron is the cron line sent, shown again with a refusal; Zone the deployment's
+	// time zone, in which it is read.
+	Cron, Zone string
 }
 
 // operationOf finds an app's operation in the deployment; ok is false when there is none.
@@ -70,6 +74,10 @@ func (u *UI) noOperation(c *fiber.Ctx, s *session) error {
 }
 
 func (u *UI) showOperation(c *fiber.Ctx, s *session, d store.Deployment, op deploy.AppOperation, status int, value json.RawMessage, errs map[string]string, message string) error {
+	return u.showOperationWith(c, s, d, op, status, value, errs, message, "")
+}
+
+func (u *UI) showOperationWith(c *fiber.Ctx, s *session, d store.Deployment, op deploy.AppOperation, status int, value json.RawMessage, errs map[string]string, message, cron string) error {
 	fields, err := form.Render(inputSchema(op), value, form.Options{Errors: errs, IDPrefix: "input-"})
 	if err != nil {
 		return err
@@ -79,7 +87,16 @@ func (u *UI) showOperation(c *fiber.Ctx, s *session, d store.Deployment, op depl
 		return err
 	}
 	runs = slices.DeleteFunc(runs, func(r store.Run) bool { return r.App != op.App || r.Operation != op.Name })
-	v := u.view(s, op.Title+" in "+d.Name, "deployments", operationData{D: d, Op: op, Fields: fields, Runs: runs})
+	schedules, err := u.d.Store.RunSchedules(s.ctx, d.ID)
+	if err != nil {
+		return err
+	}
+	schedules = slices.DeleteFunc(schedules, func(r store.RunSchedule) bool { return r.App != op.App || r.Operation != op.Name })
+	zone := d.TimeZone
+	if zone == "" {
+		zone = "UTC"
+	}
+	v := u.view(s, op.Title+" in "+d.Name, "deployments", operationData{D: d, Op: op, Fields: fields, Runs: runs, Schedules: schedules, Cron: cron, Zone: zone})
 	v.Error = message
 	return u.render(c, status, "operation", v)
 }
@@ -106,6 +123,9 @@ func (u *UI) runOperation(c *fiber.Ctx, s *session) error {
 	if err != nil {
 		return err
 	}
+	if c.FormValue("action") == "schedule" {
+		return u.addSchedule(c, s, d, op, raw)
+	}
 	r, err := u.d.Engine.StartRun(s.ctx, d.ID, deploy.RunRequest{App: op.App, Operation: op.Name, Input: raw, Actor: s.Name, Trigger: store.RunManual})
 	result, reason := resultOf(err)
 	if rerr := u.record(s.ctx, audit.Event{Action: runAction, DeploymentID: d.ID, Subject: r.ID, Result: result, Reason: reason}); rerr != nil {
@@ -113,14 +133,7 @@ func (u *UI) runOperation(c *fiber.Ctx, s *session) error {
 	}
 	var de *deploy.Error
 	if errors.As(err, &de) {
-		errs := map[string]string{}
-		for _, p := range de.Details {
-			errs[strings.TrimPrefix(p.Location, "/input")] = p.Message
-		}
-		if len(errs) == 0 && de.Location != "" {
-			errs[strings.TrimPrefix(de.Location, "/input")] = de.Message
-		}
-		return u.showOperation(c, s, d, op, statusOf(err), withoutSecrets(op, raw), errs, "The input was not accepted: "+de.Message+".")
+		return u.showOperation(c, s, d, op, statusOf(err), withoutSecrets(op, raw), refusedInput(de), "The input was not accepted: "+de.Message+".")
 	}
 	if err != nil {
 		return err
@@ -194,4 +207,51 @@ func (u *UI) cancelRun(c *fiber.Ctx, s *session) error {
 		return err
 	}
 	return c.Redirect("/deployments/"+d.ID+"/runs/"+c.Params("run"), fiber.StatusSeeOther)
+}
+
+// refusedInput turns an engine refusal into the marks of the operation's form.
+func refusedInput(de *deploy.Error) map[string]string {
+	errs := map[string]string{}
+	for _, p := range de.Details {
+		errs[strings.TrimPrefix(p.Location, "/input")] = p.Message
+	}
+	if len(errs) == 0 && de.Location != "" {
+		errs[strings.TrimPrefix(de.Location, "/input")] = de.Message
+	}
+	return errs
+}
+
+// addSchedule stores a schedule of the operation with the form's input and cron line.
+func (u *UI) addSchedule(c *fiber.Ctx, s *session, d store.Deployment, op deploy.AppOperation, raw json.RawMessage) error {
+	cron := c.FormValue("cron")
+	sc, err := u.d.Engine.AddSchedule(s.ctx, d.ID, deploy.ScheduleRequest{App: op.App, Operation: op.Name, Cron: cron, Input: raw, Actor: s.Name})
+	result, reason := resultOf(err)
+	if rerr := u.record(s.ctx, audit.Event{Action: "deployment.schedule.create", DeploymentID: d.ID, Subject: sc.ID, Result: result, Reason: reason}); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	var de *deploy.Error
+	if errors.As(err, &de) {
+		return u.showOperationWith(c, s, d, op, statusOf(err), withoutSecrets(op, raw), refusedInput(de), "The schedule was not accepted: "+de.Message+".", cron)
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect("/deployments/"+d.ID+"/operations/"+op.App+"/"+op.Name+"#schedules", fiber.StatusSeeOther)
+}
+
+// deleteSchedule removes a schedule from its operation's page.
+func (u *UI) deleteSchedule(c *fiber.Ctx, s *session) error {
+	d, err := u.ownDeployment(s, c.Params("id"), "deployment.schedule.delete")
+	if err != nil {
+		return err
+	}
+	err = u.d.Store.DeleteRunSchedule(s.ctx, d.ID, c.Params("schedule"))
+	result, reason := resultOf(err)
+	if rerr := u.record(s.ctx, audit.Event{Action: "deployment.schedule.delete", DeploymentID: d.ID, Subject: c.Params("schedule"), Result: result, Reason: reason}); rerr != nil {
+		return errors.Join(err, rerr)
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect("/deployments/"+d.ID+"/operations/"+c.Params("app")+"/"+c.Params("name")+"#schedules", fiber.StatusSeeOther)
 }

@@ -121,10 +121,13 @@ func TestRunScreenshots(t *testing.T) {
 	finishedRun(t, b, d, store.Run{Operation: "flush-sessions", Actor: "alice", Input: `{}`, Sensitive: true, Exclusive: true},
 		store.RunEnd{State: store.RunSucceeded, Reason: "exited with status 0", ExitCode: &zero})
 
+	_, err = b.engine.AddSchedule(context.Background(), d.ID, deploy.ScheduleRequest{App: "miniflux", Operation: "export-opml", Cron: "30 3 * * *", Input: []byte(`{"username":"alice"}`), Actor: "alice"})
+	require.NoError(t, err)
 	_, shot := shooter(t, b, exe, dir)
 	shot("runs-deployment", "/deployments/"+d.ID+"#app-operations", 1280)
 	shot("runs-operation", "/deployments/"+d.ID+"/operations/miniflux/create-user", 1280)
 	shot("runs-operation-narrow", "/deployments/"+d.ID+"/operations/miniflux/create-user", 420)
 	shot("runs-run", "/deployments/"+d.ID+"/runs/"+opml.ID, 1280)
+	shot("runs-schedules", "/deployments/"+d.ID+"/operations/miniflux/export-opml", 1280)
 	fmt.Fprintln(os.Stderr, "screenshots in", dir)
 }

@@ -124,6 +124,7 @@ func (u *UI) Mount(app *fiber.App) {
 	app.Post("/deployments/:id/backups/:app/restore/:snapshot", small, u.signedIn(u.restore))
 	app.Get("/deployments/:id/operations/:app/:name", u.signedIn(u.operationPage))
 	app.Post("/deployments/:id/operations/:app/:name", small, u.signedIn(u.runOperation))
+	app.Post("/deployments/:id/operations/:app/:name/schedules/:schedule/delete", small, u.signedIn(u.deleteSchedule))
 	app.Get("/deployments/:id/runs/:run", u.signedIn(u.runPage))
 	app.Post("/deployments/:id/runs/:run/cancel", small, u.signedIn(u.cancelRun))
 	app.Get("/builds/:id", u.signedIn(u.build))
