@@ -57,8 +57,52 @@ func (r *remote) runCommands() []*cobra.Command {
 	}
 	run.Flags().StringVar(&input, "input", "", "the input: a JSON object, @FILE, or - for stdin")
 	run.Flags().BoolVar(&r.wait, "wait", false, "follow the run's output until it ends; exit 1 if it did not succeed")
+	var cronLine, schedInput string
+	schedule := &cobra.Command{
+		Use:   "schedule ID APP OPERATION --cron LINE [--input JSON]",
+		Short: "Run an app's operation on a schedule: a cron line in the deployment's time zone, and an input without secrets",
+		Args:  cobra.ExactArgs(3),
+		RunE: func(c *cobra.Command, args []string) error {
+			in, err := readInput(schedInput, c.InOrStdin())
+			if err != nil {
+				return err
+			}
+			body, _ := json.Marshal(api.ScheduleRequest{Cron: cronLine, Input: in})
+			var s api.Schedule
+			path := "/deployments/" + url.PathEscape(args[0]) + "/apps/" + url.PathEscape(args[1]) + "/operations/" + url.PathEscape(args[2]) + "/schedules"
+			if err := r.call(c.Context(), http.MethodPost, path, body, &s); err != nil || r.json {
+				return err
+			}
+			fmt.Fprintf(r.e.stdout, "schedule %s: next run %s\n", s.ID, s.NextAt.Local().Format(time.DateTime))
+			return nil
+		},
+	}
+	schedule.Flags().StringVar(&cronLine, "cron", "", "five fields (minute hour day month weekday) or @hourly, @daily, @weekly (required)")
+	schedule.Flags().StringVar(&schedInput, "input", "", "the input: a JSON object, @FILE, or - for stdin")
+	_ = schedule.MarkFlagRequired("cron")
 	return []*cobra.Command{
-		run,
+		run, schedule,
+		{
+			Use:   "schedules ID",
+			Short: "List the deployment's schedules with their next run",
+			Args:  cobra.ExactArgs(1),
+			RunE: func(c *cobra.Command, args []string) error {
+				var list []api.Schedule
+				if err := r.call(c.Context(), http.MethodGet, "/deployments/"+url.PathEscape(args[0])+"/schedules", nil, &list); err != nil || r.json {
+					return err
+				}
+				w := tabwriter.NewWriter(r.e.stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "SCHEDULE\tAPP\tOPERATION\tCRON\tNEXT RUN\tLAST RUN")
+				for _, s := range list {
+					last := "-"
+					if s.LastRunID != "" {
+						last = s.LastRunID
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.App, s.Operation, s.Cron, s.NextAt.Local().Format(time.DateTime), last)
+				}
+				return w.Flush()
+			},
+		},
 		{
 			Use:   "operations ID",
 			Short: "List the operations the deployment's apps offer, with their inputs",
