@@ -287,7 +287,8 @@ func (r *remote) readRunEvents(body io.Reader, after int) (*api.Run, int, error)
 		case strings.HasPrefix(line, "data: "):
 			data = strings.TrimPrefix(line, "data: ")
 		case strings.HasPrefix(line, "id: "):
-			if n, err := strconv.Atoi(strings.TrimPrefix(line, "id: ")); err == nil {
+			// The seq only goes forward: a reconnect resumes after the last piece printed.
+			if n, err := strconv.Atoi(strings.TrimPrefix(line, "id: ")); err == nil && n > after {
 				after = n
 			}
 		case line == "" && event != "":
