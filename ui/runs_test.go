@@ -16,8 +16,8 @@ import (
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/store"
-	"github.com/fedhost/fedhost/ui"
 	pluginclient "github.com/fedhost/fedhost/sdk/client"
+	"github.com/fedhost/fedhost/ui"
 )
 
 // setupWithMiniflux is setup with a catalog of the real Miniflux plugin, and alice's
