@@ -241,6 +241,16 @@ func TestRunsOfAnAppsOperations(t *testing.T) {
 		require.Contains(t, b.output(t, r.ID, "fedhost"), "sensitive output: not kept")
 	})
 
+	t.Run("a run keeps at most 1 MiB of output, and says it cut the rest", func(t *testing.T) {
+		r := b.wait(t, b.start(t, "flood", "").ID, finished)
+		require.Equal(t, store.RunSucceeded, r.State, r.Reason)
+		require.True(t, r.OutputTruncated)
+		require.Equal(t, int64(store.RunOutputMax), r.OutputBytes)
+		require.Len(t, b.output(t, r.ID, "stdout"), store.RunOutputMax)
+		require.NotContains(t, b.output(t, r.ID, "stdout"), "done")
+		require.Contains(t, b.output(t, r.ID, "fedhost"), "output cut at 1048576 bytes: the rest was not kept")
+	})
+
 	t.Run("a schedule runs at its time in the deployment's zone, once after a restart, never while suspended", func(t *testing.T) {
 		require.NoError(t, b.st.UpdateDeployment(ctx, b.d.ID, map[string]any{"time_zone": "Europe/Paris"}))
 		at := func(s string) time.Time {

@@ -1,8 +1,8 @@
 // Command opsapp is the app plugin of the engine's tests of runs: one node (the local
 // provider's test node, httpserver) and operations that run a shell (the artifact sh)
 // in it: echo prints its input and its secret input (the host must take the secret out
-// of the output), sleep outlives its 1 s timeout, wait waits to be canceled, and token
-// has sensitive output.
+// of the output), sleep outlives its 1 s timeout, wait waits to be canceled, token
+// has sensitive output, and flood prints more than a run keeps.
 package main
 
 import (
@@ -48,6 +48,7 @@ func (opsapp) Operations(context.Context) ([]app.Operation, error) {
 		{Name: "sleep", Description: "Outlive the timeout", TimeoutSeconds: 1},
 		{Name: "wait", Description: "Wait to be canceled"},
 		{Name: "token", Description: "Print the node's token", Sensitive: true},
+		{Name: "flood", Description: "Print 1.5 MiB"},
 	}, nil
 }
 
@@ -66,6 +67,8 @@ func (opsapp) Command(_ context.Context, req app.CommandRequest) (app.Command, e
 		cmd.Stdin = []byte(in.Secret + "\n")
 	case "sleep", "wait":
 		cmd.Args = []string{"-c", childThenSleep}
+	case "flood":
+		cmd.Args = []string{"-c", `head -c 1572864 /dev/zero | tr '\0' x; echo; echo done`}
 	case "token":
 		cmd.Args = []string{"-c", `cat "$1"`, "sh", "${file:token}"}
 	default:
