@@ -25,7 +25,7 @@ var migrations = []migration{
 	migrate5,
 	migrate6,
 	migrate7,
-	migrate8,
+	migrateRuns,
 }
 
 // SchemaVersion returns the schema version this binary knows.

@@ -86,9 +86,9 @@ type RunOutput struct {
 // TableName keeps the table's name singular-free and plain.
 func (RunOutput) TableName() string { return "run_output" }
 
-// migrate8 adds the runs of apps' operations and their output. One exclusive run per
+// migrateRuns adds the runs of apps' operations and their output. One exclusive run per
 // node runs at a time: a partial unique index, which both databases enforce atomically.
-func migrate8(tx *gorm.DB) error {
+func migrateRuns(tx *gorm.DB) error {
 	return execAll(tx,
 		`CREATE TABLE runs (
 			id text PRIMARY KEY,
