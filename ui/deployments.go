@@ -129,6 +129,11 @@ type deploymentData struct {
 	// FrontDoor is how people reach the apps; FrontDoorError says why it could not be read.
 	FrontDoor      deploy.FrontDoorStatus
 	FrontDoorError string
+	// Operations are the enabled apps' operations, Runs the last runs of them;
+	// OperationsError says why the operations could not be listed.
+	Operations      []deploy.AppOperation
+	OperationsError string
+	Runs            []store.Run
 }
 
 func (u *UI) deployment(c *fiber.Ctx, s *session) error {
@@ -171,6 +176,12 @@ func (u *UI) showDeployment(c *fiber.Ctx, s *session, d store.Deployment, status
 	data.Backups, data.BackupsError = u.backupStatuses(s.ctx, d)
 	if data.FrontDoor, err = u.d.Engine.FrontDoor(s.ctx, d); err != nil {
 		data.FrontDoorError = err.Error()
+	}
+	if data.Operations, err = u.d.Engine.Operations(s.ctx, d.ID); err != nil {
+		data.OperationsError = err.Error()
+	}
+	if data.Runs, err = u.d.Store.ListRuns(s.ctx, d.ID, 10); err != nil {
+		return err
 	}
 	names, err := u.userNames(s.ctx)
 	if err != nil {

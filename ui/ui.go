@@ -133,6 +133,11 @@ func (u *UI) Mount(app *fiber.App) {
 	app.Post("/deployments/:id/users/:user/:change", small, u.signedIn(u.changeUser))
 	app.Get(setPasswordPath, u.public(u.setPasswordPage))
 	app.Post(setPasswordPath, small, u.setPasswordLimit(), u.public(u.setPassword))
+	app.Get("/deployments/:id/operations/:app/:name", u.signedIn(u.operationPage))
+	app.Post("/deployments/:id/operations/:app/:name", small, u.signedIn(u.runOperation))
+	app.Post("/deployments/:id/operations/:app/:name/schedules/:schedule/delete", small, u.signedIn(u.deleteSchedule))
+	app.Get("/deployments/:id/runs/:run", u.signedIn(u.runPage))
+	app.Post("/deployments/:id/runs/:run/cancel", small, u.signedIn(u.cancelRun))
 	app.Get("/builds/:id", u.signedIn(u.build))
 
 	app.Get("/account", u.signedIn(u.account))
@@ -387,6 +392,16 @@ var funcs = template.FuncMap{
 		}{list, action, csrf}
 	},
 	"snapshot": shortSnapshot,
+	// dict passes named values to a template: dict "Runs" runs "Empty" "No runs yet."
+	"dict": func(kv ...any) map[string]any {
+		m := map[string]any{}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if k, ok := kv[i].(string); ok {
+				m[k] = kv[i+1]
+			}
+		}
+		return m
+	},
 	// slug is a state as a class name: "renewal due" is state-renewal-due.
 	"slug": func(s string) string { return strings.ReplaceAll(strings.ToLower(s), " ", "-") },
 }

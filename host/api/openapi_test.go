@@ -257,6 +257,12 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"NewDirectoryUser":      NewDirectoryUser{},
 		"NewUserAnswer":         NewUserAnswer{},
 		"UsePasswordLink":       UsePasswordLink{},
+		"AppOperation":          AppOperation{},
+		"Run":                   Run{},
+		"RunRequest":            RunRequest{},
+		"OutputEvent":           OutputEvent{},
+		"Schedule":              Schedule{},
+		"ScheduleRequest":       ScheduleRequest{},
 	} {
 		t.Run(name, func(t *testing.T) {
 			schema, ok := schemas[name].(map[string]any)

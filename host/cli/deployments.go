@@ -181,6 +181,7 @@ func (e *env) deploymentsCommand() *cobra.Command {
 		operation("resume", "Queue a build that deploys the stored configuration again, e.g. after a suspend", http.MethodPost, "/resume"),
 		operation("destroy", "Queue a build that removes everything of the deployment but its backups, kept for the grace period", http.MethodDelete, ""),
 	)
+	cmd.AddCommand(r.runCommands()...)
 	return cmd
 }
 

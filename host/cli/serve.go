@@ -109,7 +109,7 @@ func (e *env) serve(ctx context.Context) error {
 		{ID: "retention", Schedule: "@hourly", Run: engine.RunRetention},
 	}
 	mx.ReadFrom(st, engine)
-	q, err := queue.New(st, queue.Config{Builder: engine, Logger: slogFrom(log.Named("queue")), Periodic: periodic, ClientID: clientID(cfg),
+	q, err := queue.New(st, queue.Config{Builder: engine, Runner: engine, Logger: slogFrom(log.Named("queue")), Periodic: periodic, ClientID: clientID(cfg),
 		Finished: mx.BuildFinished})
 	if err != nil {
 		return err

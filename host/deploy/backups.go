@@ -265,7 +265,8 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	_, rerr := e.runRenewals(ctx, now, ds)
 	_, berr := e.runBackups(ctx, now, ds)
 	_, derr := e.runDrills(ctx, now, ds)
-	return errors.Join(uerr, rerr, berr, derr)
+	_, serr := e.runSchedules(ctx, now)
+	return errors.Join(uerr, rerr, berr, derr, serr)
 }
 
 // RunRetention deletes what is kept only for a time: the logs of builds finished longer

@@ -48,6 +48,11 @@ type Config struct {
 	// restarts, so that FailLost fails only the builds it left running itself. Empty:
 	// a random ID, and FailLost fails every running build.
 	ClientID string
+	// Runner runs the runs of apps' operations; without it, runs are queued and this
+	// process works none.
+	Runner Runner
+	// RunWorkers is how many runs this process runs at once; 4 if zero.
+	RunWorkers int
 	// Periodic is the work run on schedules, by the leader only (see Periodic).
 	Periodic []Periodic
 	// Clock tells the periodic jobs the time; time.Now if nil. Tests inject one.
@@ -103,6 +108,21 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 	if err := river.AddWorkerSafely(workers, &buildWorker{store: st, builder: cfg.Builder, logger: cfg.Logger, finished: cfg.Finished}); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
+	queues := map[string]river.QueueConfig{
+		river.QueueDefault: {MaxWorkers: cfg.Workers},
+		// The scheduler's jobs have their own worker: long builds do not hold them up.
+		periodicQueue: {MaxWorkers: 1},
+	}
+	if cfg.RunWorkers <= 0 {
+		cfg.RunWorkers = 4
+	}
+	// Registered even without a runner: River inserts only the kinds it knows.
+	if err := river.AddWorkerSafely(workers, &runWorker{runner: cfg.Runner, logger: cfg.Logger}); err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	if cfg.Runner != nil {
+		queues[runsQueue] = river.QueueConfig{MaxWorkers: cfg.RunWorkers, FetchCooldown: runFetchCooldown, FetchPollInterval: runFetchPoll}
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
@@ -114,14 +134,10 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	rcfg := &river.Config{
-		ID:           cfg.ClientID,
-		PeriodicJobs: periodicRiver,
-		Logger:       cfg.Logger,
-		Queues: map[string]river.QueueConfig{
-			river.QueueDefault: {MaxWorkers: cfg.Workers},
-			// The scheduler's jobs have their own worker: long builds do not hold them up.
-			periodicQueue: {MaxWorkers: 1},
-		},
+		ID:                   cfg.ClientID,
+		PeriodicJobs:         periodicRiver,
+		Logger:               cfg.Logger,
+		Queues:               queues,
 		Workers:              workers,
 		JobTimeout:           buildTimeout,
 		RescueStuckJobsAfter: buildTimeout + 10*time.Minute,
@@ -226,7 +242,7 @@ func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
 	// A periodic job left running would also block its next runs (one at a time) until
 	// River's rescuer, an hour later, took it back: it is cancelled too.
 	const update = `UPDATE river_job SET state = 'cancelled', finalized_at = %s
-		WHERE kind IN ('build', 'periodic') AND state = 'running'%s RETURNING kind, %s`
+		WHERE kind IN ('build', 'periodic', 'run') AND state = 'running'%s RETURNING kind, %s`
 	var rows interface {
 		Next() bool
 		Scan(...any) error
@@ -256,12 +272,20 @@ func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
 		defer r.Close()
 		rows = r
 	}
-	var ids []string
+	var ids, runs []string
 	for rows.Next() {
 		var kind string
 		var raw []byte
 		if err := rows.Scan(&kind, &raw); err != nil {
 			return nil, fmt.Errorf("finding lost builds: %w", err)
+		}
+		if kind == (runArgs{}).Kind() {
+			var args runArgs
+			if err := json.Unmarshal(raw, &args); err != nil {
+				return nil, fmt.Errorf("finding lost runs: %w", err)
+			}
+			runs = append(runs, args.RunID)
+			continue
 		}
 		if kind != (buildArgs{}).Kind() {
 			q.logger.Warn("queue: a periodic job was running when its process ended; cancelled", "args", string(raw))
@@ -275,6 +299,13 @@ func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("finding lost builds: %w", err)
+	}
+	for _, id := range runs {
+		// The command ended with the exec call of the process that stopped.
+		err := q.store.FinishRun(ctx, id, store.RunEnd{State: store.RunFailed, Reason: "lost: fedhost stopped while the run ran; run it again"})
+		if err != nil && !errors.Is(err, store.ErrBuildFinished) {
+			return nil, err
+		}
 	}
 	for _, id := range ids {
 		e := store.BuildEvent{BuildID: id, Step: "queue", Level: store.LevelError, Message: lostReason}

@@ -28,6 +28,7 @@ var migrations = []migration{
 	migrate8,
 	migrate9,
 	migrate10,
+	migrateRuns,
 }
 
 // SchemaVersion returns the schema version this binary knows.

@@ -73,17 +73,76 @@ type Renamer interface {
 	Renames(ctx context.Context) ([]Rename, error)
 }
 
+// DefaultOperationTimeout is the time an operation gets when it names none, in seconds.
+const DefaultOperationTimeout = 300
+
 // Operation is an imperative action of an app that does not change its desired state.
+// A protocol-1 plugin may give only Name and Description: such an operation takes no
+// input and the host runs it only if it is one of its own (backup, restore).
 type Operation struct {
-	Name        string
+	Name  string
+	Title string
+	// Description says what the operation does, in a sentence.
 	Description string
+	// Input is a JSON Schema (2020-12, the dialect of the app's options) of the input;
+	// empty when the operation takes none. writeOnly properties are secrets: the host
+	// keeps no copy of them and Command must put them on the command's Stdin only.
+	Input json.RawMessage
 	// Sensitive output is not kept.
 	Sensitive bool
+	// OutputFile, if set, is the file name under which a run's stdout is offered for
+	// download (an export, say); the media type follows from its extension.
+	OutputFile string
+	// TimeoutSeconds bounds a run; 0 is DefaultOperationTimeout.
+	TimeoutSeconds int
+	// Idempotent says a second run with the same input is safe (a retry after a failure).
+	Idempotent bool
+	// NeedsRunning says the app must be running (healthy) for the operation to run.
+	NeedsRunning bool
+	// Concurrent lets a run start while another run is going on the same node; without
+	// it, runs on one node go one at a time.
+	Concurrent bool
 }
 
 // Operator is an app that offers operations (backup, restore, app commands).
 type Operator interface {
 	Operations(ctx context.Context) ([]Operation, error)
+}
+
+// CommandRequest asks an app for the command that runs an operation with an input.
+type CommandRequest struct {
+	Operation string
+	// Input is valid against the operation's Input schema.
+	Input  json.RawMessage
+	Tenant string
+	Domain string
+	Config json.RawMessage
+	// Results are those Render was given, for commands that need an address or a name.
+	Results map[string]json.RawMessage
+}
+
+// Command is what runs an operation: Args of a binary in one of the app's nodes, run by
+// its instance provider in the node's working dir with its environment and files, so
+// that the secrets the node holds never pass through the host. Args and Env may hold the
+// node spec's placeholders (${host}, ${port:NAME}, ${url:NAME}, ${file:NAME}).
+type Command struct {
+	// Node names one of the nodes Render returned.
+	Node string
+	// Binary is an artifact to run; empty runs the node's own binary.
+	Binary string
+	Args   []string
+	// Env is added to the node's environment; no secret goes here.
+	Env map[string]string
+	// Stdin is written to the command's standard input: the only place for secrets.
+	Stdin []byte
+	// TTY runs the command on a terminal with echo off, for programs that read a
+	// password only from one.
+	TTY bool
+}
+
+// Commander is an Operator whose operations run as commands in its nodes.
+type Commander interface {
+	Command(ctx context.Context, req CommandRequest) (Command, error)
 }
 
 // Step is the largest version step an app accepts in one update.

@@ -80,9 +80,30 @@ func (c *Client) Operations(ctx context.Context) ([]Operation, error) {
 	}
 	out := make([]Operation, len(r.GetOperations()))
 	for i, op := range r.GetOperations() {
-		out[i] = Operation{Name: op.GetName(), Description: op.GetDescription(), Sensitive: op.GetSensitive()}
+		out[i] = Operation{
+			Name: op.GetName(), Title: op.GetTitle(), Description: op.GetDescription(), Sensitive: op.GetSensitive(),
+			Input: op.GetInputSchema(), TimeoutSeconds: int(op.GetTimeoutSeconds()), Idempotent: op.GetIdempotent(),
+			NeedsRunning: op.GetNeedsRunning(), Concurrent: op.GetConcurrent(), OutputFile: op.GetOutputFile(),
+		}
 	}
 	return out, nil
+}
+
+// Command returns the command that runs an operation with an input; sdk.CodeUnsupported
+// if the app's operations do not run as commands.
+func (c *Client) Command(ctx context.Context, req CommandRequest) (Command, error) {
+	results := make(map[string][]byte, len(req.Results))
+	for k, v := range req.Results {
+		results[k] = v
+	}
+	r, err := c.rpc.Command(ctx, &pb.CommandRequest{
+		Operation: req.Operation, Input: req.Input, Tenant: req.Tenant, Domain: req.Domain,
+		Config: req.Config, Results: results,
+	})
+	if err != nil {
+		return Command{}, wire.FromStatus(err)
+	}
+	return Command{Node: r.GetNode(), Binary: r.GetBinary(), Args: r.GetArgs(), Env: r.GetEnv(), Stdin: r.GetStdin(), TTY: r.GetTty()}, nil
 }
 
 // VersionGuard returns the app's version guard; sdk.CodeUnsupported if it has none.
@@ -111,6 +132,7 @@ var (
 	_ App         = (*Client)(nil)
 	_ Renamer     = (*Client)(nil)
 	_ Operator    = (*Client)(nil)
+	_ Commander   = (*Client)(nil)
 	_ Guarded     = (*Client)(nil)
 	_ RoleGrouper = (*Client)(nil)
 )

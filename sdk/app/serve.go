@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"slices"
+	"strings"
 
 	"google.golang.org/grpc"
 
@@ -98,7 +100,11 @@ func (s *server) Operations(ctx context.Context, _ *pb.OperationsRequest) (*pb.O
 	}
 	out := make([]*pb.Operation, len(ops))
 	for i, op := range ops {
-		out[i] = &pb.Operation{Name: op.Name, Description: op.Description, Sensitive: op.Sensitive}
+		out[i] = &pb.Operation{
+			Name: op.Name, Title: op.Title, Description: op.Description, Sensitive: op.Sensitive,
+			InputSchema: op.Input, TimeoutSeconds: int32(op.TimeoutSeconds), Idempotent: op.Idempotent,
+			NeedsRunning: op.NeedsRunning, Concurrent: op.Concurrent, OutputFile: op.OutputFile,
+		}
 	}
 	return &pb.OperationsResponse{Operations: out}, nil
 }
@@ -129,4 +135,78 @@ func (s *server) RoleGroups(ctx context.Context, _ *pb.RoleGroupsRequest) (*pb.R
 		out[i] = &pb.RoleGroup{Name: g.Name, Description: g.Description, Roles: g.Roles}
 	}
 	return &pb.RoleGroupsResponse{Groups: out}, nil
+}
+
+func (s *server) Command(ctx context.Context, req *pb.CommandRequest) (*pb.CommandResponse, error) {
+	c, ok := s.a.(Commander)
+	if !ok {
+		return nil, unsupported("operations that run as commands")
+	}
+	o, _ := s.a.(Operator)
+	if o == nil {
+		return nil, unsupported("operations")
+	}
+	ops, err := o.Operations(ctx)
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	i := slices.IndexFunc(ops, func(op Operation) bool { return op.Name == req.GetOperation() })
+	if i < 0 {
+		return nil, wire.ToStatus(sdk.Errorf(sdk.CodeNotFound, "this app has no operation %q", req.GetOperation()))
+	}
+	results := make(map[string]json.RawMessage, len(req.GetResults()))
+	for k, v := range req.GetResults() {
+		results[k] = v
+	}
+	cmd, err := c.Command(ctx, CommandRequest{
+		Operation: req.GetOperation(), Input: req.GetInput(), Tenant: req.GetTenant(),
+		Domain: req.GetDomain(), Config: req.GetConfig(), Results: results,
+	})
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	if err := checkSecretsOnStdin(ops[i], req.GetInput(), cmd); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &pb.CommandResponse{Node: cmd.Node, Binary: cmd.Binary, Args: cmd.Args, Env: cmd.Env, Stdin: cmd.Stdin, Tty: cmd.TTY}, nil
+}
+
+// checkSecretsOnStdin refuses a command that carries a secret input (a writeOnly
+// property of the input schema) in its args or env, where a process listing or an
+// environment dump would show it: secrets go on stdin.
+func checkSecretsOnStdin(op Operation, input json.RawMessage, cmd Command) error {
+	for name, value := range SecretInputs(op.Input, input) {
+		for _, a := range cmd.Args {
+			if strings.Contains(a, value) {
+				return sdk.Errorf(sdk.CodeInternal, "operation %s puts secret input %q in its command's args: the app must give it on stdin", op.Name, name)
+			}
+		}
+		for k, v := range cmd.Env {
+			if strings.Contains(v, value) {
+				return sdk.Errorf(sdk.CodeInternal, "operation %s puts secret input %q in its command's env %s: the app must give it on stdin", op.Name, name, k)
+			}
+		}
+	}
+	return nil
+}
+
+// SecretInputs returns the non-empty string values of input at the top-level properties
+// that schema marks writeOnly, by property name.
+func SecretInputs(schema, input json.RawMessage) map[string]string {
+	var doc struct {
+		Properties map[string]struct {
+			WriteOnly bool `json:"writeOnly"`
+		} `json:"properties"`
+	}
+	var values map[string]any
+	if json.Unmarshal(schema, &doc) != nil || json.Unmarshal(input, &values) != nil {
+		return nil
+	}
+	out := map[string]string{}
+	for name, p := range doc.Properties {
+		if v, ok := values[name].(string); ok && p.WriteOnly && v != "" {
+			out[name] = v
+		}
+	}
+	return out
 }

@@ -3,6 +3,9 @@ package resource
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -66,6 +69,39 @@ func (c *Client) Reveal(ctx context.Context, tenant, instance, reference string)
 	return r.GetValue(), nil
 }
 
+// Exec runs a command in a node and passes its output to output as it comes.
+// Cancelling ctx ends the call, and the provider kills the command.
+func (c *Client) Exec(ctx context.Context, req ExecRequest, output func(ExecOutput) error) (ExecResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := c.rpc.Exec(ctx, &pb.ExecRequest{
+		Tenant: req.Tenant, Instance: req.Instance, Type: req.Type, Spec: req.Spec,
+		Binary: req.Binary, Args: req.Args, Env: req.Env, Stdin: req.Stdin, Tty: req.TTY,
+		TimeoutSeconds: int32(req.Timeout / time.Second),
+	})
+	if err != nil {
+		return ExecResult{}, wire.FromStatus(err)
+	}
+	for {
+		ev, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return ExecResult{}, sdk.Errorf(sdk.CodeInternal, "the provider ended the exec stream without the command's exit")
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ExecResult{}, ctx.Err()
+			}
+			return ExecResult{}, wire.FromStatus(err)
+		}
+		if ev.GetStream() == "exit" {
+			return ExecResult{ExitCode: int(ev.GetExitCode()), TimedOut: ev.GetTimedOut(), Status: ev.GetStatus()}, nil
+		}
+		if err := output(ExecOutput{Stream: ev.GetStream(), Data: ev.GetData()}); err != nil {
+			return ExecResult{}, err
+		}
+	}
+}
+
 func validateRequest(typ string, spec []byte) error {
 	if wire.RequestValidator == nil {
 		return nil
@@ -78,4 +114,5 @@ var (
 	_ Validator      = (*Client)(nil)
 	_ StatusReporter = (*Client)(nil)
 	_ Revealer       = (*Client)(nil)
+	_ Executor       = (*Client)(nil)
 )

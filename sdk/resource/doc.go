@@ -3,7 +3,8 @@
 // on, ...) on a server of the hosting provider.
 //
 // A provider implements [Provider] and, where it can, the optional [Validator],
-// [StatusReporter], [Revealer] and [sdk.Configurer], then serves itself from main:
+// [StatusReporter], [Revealer], [Executor] (instance providers that run an app's
+// operations in its nodes) and [sdk.Configurer], then serves itself from main:
 //
 //	func main() {
 //		resource.Serve(sdk.Description{

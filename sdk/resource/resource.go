@@ -3,6 +3,7 @@ package resource
 import (
 	"context"
 	"encoding/json"
+	"time"
 )
 
 // Request asks a provider for one resource.
@@ -75,6 +76,51 @@ type StatusReporter interface {
 // implement it; the host calls it only to hand a value to that instance.
 type Revealer interface {
 	Reveal(ctx context.Context, tenant, instance, reference string) ([]byte, error)
+}
+
+// ExecRequest asks an instance provider to run a command in a node it runs.
+type ExecRequest struct {
+	Tenant   string
+	Instance string
+	Type     string
+	// Spec is the node's instance request, as last provisioned.
+	Spec json.RawMessage
+	// Binary is an artifact to run; empty runs the node's own binary.
+	Binary string
+	// Args and Env may hold the node spec's placeholders (${host}, ${port:NAME},
+	// ${url:NAME}, ${file:NAME}); Env is added to the node's environment.
+	Args []string
+	Env  map[string]string
+	// Stdin is written to the command's standard input, which is then closed. Secret
+	// inputs travel here only: the provider keeps, logs and echoes none of it.
+	Stdin []byte
+	// TTY runs the command on a terminal with echo off.
+	TTY bool
+	// Timeout bounds the run; when it passes, the provider kills the command's process
+	// group and reports TimedOut. Zero means the call's deadline only.
+	Timeout time.Duration
+}
+
+// ExecOutput is a piece of a command's output.
+type ExecOutput struct {
+	// Stream is "stdout" or "stderr".
+	Stream string
+	Data   []byte
+}
+
+// ExecResult is how a command ended.
+type ExecResult struct {
+	ExitCode int
+	TimedOut bool
+	// Status says how it ended, in words ("exited with status 1", "killed by signal ...").
+	Status string
+}
+
+// Executor runs commands in the nodes an instance provider runs. Exec returns when the
+// command and every process it started are gone: cancelling ctx kills the command's
+// process group and returns ctx's error.
+type Executor interface {
+	Exec(ctx context.Context, req ExecRequest, output func(ExecOutput) error) (ExecResult, error)
 }
 
 // ProviderFuncs builds a Provider from functions, for small providers and tests.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -125,4 +126,28 @@ func (s *server) Reveal(ctx context.Context, req *pb.RevealRequest) (*pb.RevealR
 		return nil, wire.ToStatus(err)
 	}
 	return &pb.RevealResponse{Value: v}, nil
+}
+
+func (s *server) Exec(req *pb.ExecRequest, stream pb.ResourceProvider_ExecServer) error {
+	x, ok := s.p.(Executor)
+	if !ok {
+		return wire.ToStatus(sdk.Errorf(sdk.CodeUnsupported, "this provider runs no commands"))
+	}
+	if err := s.check(req.GetTenant(), req.GetInstance(), req.GetType()); err != nil {
+		return wire.ToStatus(err)
+	}
+	if req.GetTimeoutSeconds() < 0 {
+		return wire.ToStatus(sdk.Invalid("timeout_seconds", "the timeout is negative"))
+	}
+	res, err := x.Exec(stream.Context(), ExecRequest{
+		Tenant: req.GetTenant(), Instance: req.GetInstance(), Type: req.GetType(), Spec: req.GetSpec(),
+		Binary: req.GetBinary(), Args: req.GetArgs(), Env: req.GetEnv(), Stdin: req.GetStdin(), TTY: req.GetTty(),
+		Timeout: time.Duration(req.GetTimeoutSeconds()) * time.Second,
+	}, func(o ExecOutput) error {
+		return stream.Send(&pb.ExecEvent{Stream: o.Stream, Data: o.Data})
+	})
+	if err != nil {
+		return wire.ToStatus(err)
+	}
+	return stream.Send(&pb.ExecEvent{Stream: "exit", ExitCode: int32(res.ExitCode), TimedOut: res.TimedOut, Status: res.Status})
 }

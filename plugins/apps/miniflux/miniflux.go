@@ -261,13 +261,6 @@ func boolFlag(b bool) string {
 	return "0"
 }
 
-func (miniflux) Operations(context.Context) ([]app.Operation, error) {
-	return []app.Operation{
-		{Name: "backup", Description: "Dump the Miniflux database into the deployment's backups bucket"},
-		{Name: "restore", Description: "Restore the Miniflux database from a chosen backup"},
-	}, nil
-}
-
 func (miniflux) VersionGuard(context.Context) (app.VersionGuard, error) {
 	// Miniflux migrates its database forward on start from any 2.x release.
 	return app.VersionGuard{Version: version, MaxStep: app.StepMajor, OnDowngrade: app.DowngradeRefuse}, nil

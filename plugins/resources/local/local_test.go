@@ -46,10 +46,23 @@ func TestMain(m *testing.M) {
 			os.Exit(1)
 		}
 	}
+	// A shell as an artifact, for the commands the exec tests run in a node.
+	if err := copyExecutable("/bin/sh", filepath.Join(artifactsDir, "sh")); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
 	killNodes(filepath.Join(artifactsDir, "httpserver"))
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+func copyExecutable(from, to string) error {
+	b, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, b, 0o755)
 }
 
 // killNodes ends the test nodes that outlived their plugin (by design nodes survive it):

@@ -851,6 +851,204 @@ func (x *RevealResponse) GetValue() []byte {
 	return nil
 }
 
+type ExecRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Tenant   string                 `protobuf:"bytes,1,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Instance string                 `protobuf:"bytes,2,opt,name=instance,proto3" json:"instance,omitempty"`
+	Type     string                 `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	Spec     []byte                 `protobuf:"bytes,4,opt,name=spec,proto3" json:"spec,omitempty"`
+	// The artifact to run; empty runs the node's own binary.
+	Binary string            `protobuf:"bytes,5,opt,name=binary,proto3" json:"binary,omitempty"`
+	Args   []string          `protobuf:"bytes,6,rep,name=args,proto3" json:"args,omitempty"`
+	Env    map[string]string `protobuf:"bytes,7,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Written to the command's standard input, then closed: secret inputs travel here,
+	// never in args or env.
+	Stdin []byte `protobuf:"bytes,8,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	// Runs the command on a terminal (echo off) for programs that read only from one.
+	Tty            bool  `protobuf:"varint,9,opt,name=tty,proto3" json:"tty,omitempty"`
+	TimeoutSeconds int32 `protobuf:"varint,10,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ExecRequest) Reset() {
+	*x = ExecRequest{}
+	mi := &file_fedhost_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecRequest) ProtoMessage() {}
+
+func (x *ExecRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fedhost_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
+func (*ExecRequest) Descriptor() ([]byte, []int) {
+	return file_fedhost_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ExecRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *ExecRequest) GetInstance() string {
+	if x != nil {
+		return x.Instance
+	}
+	return ""
+}
+
+func (x *ExecRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ExecRequest) GetSpec() []byte {
+	if x != nil {
+		return x.Spec
+	}
+	return nil
+}
+
+func (x *ExecRequest) GetBinary() string {
+	if x != nil {
+		return x.Binary
+	}
+	return ""
+}
+
+func (x *ExecRequest) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *ExecRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ExecRequest) GetStdin() []byte {
+	if x != nil {
+		return x.Stdin
+	}
+	return nil
+}
+
+func (x *ExecRequest) GetTty() bool {
+	if x != nil {
+		return x.Tty
+	}
+	return false
+}
+
+func (x *ExecRequest) GetTimeoutSeconds() int32 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+type ExecEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "stdout" or "stderr" with data, or "exit" with the end.
+	Stream   string `protobuf:"bytes,1,opt,name=stream,proto3" json:"stream,omitempty"`
+	Data     []byte `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	ExitCode int32  `protobuf:"varint,3,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
+	TimedOut bool   `protobuf:"varint,4,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	// How the command ended, in words.
+	Status        string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExecEvent) Reset() {
+	*x = ExecEvent{}
+	mi := &file_fedhost_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExecEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExecEvent) ProtoMessage() {}
+
+func (x *ExecEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_fedhost_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExecEvent.ProtoReflect.Descriptor instead.
+func (*ExecEvent) Descriptor() ([]byte, []int) {
+	return file_fedhost_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *ExecEvent) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *ExecEvent) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *ExecEvent) GetExitCode() int32 {
+	if x != nil {
+		return x.ExitCode
+	}
+	return 0
+}
+
+func (x *ExecEvent) GetTimedOut() bool {
+	if x != nil {
+		return x.TimedOut
+	}
+	return false
+}
+
+func (x *ExecEvent) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
 type DomainRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Domain        string                 `protobuf:"bytes,1,opt,name=domain,proto3" json:"domain,omitempty"`
@@ -860,7 +1058,7 @@ type DomainRequest struct {
 
 func (x *DomainRequest) Reset() {
 	*x = DomainRequest{}
-	mi := &file_fedhost_proto_msgTypes[15]
+	mi := &file_fedhost_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -872,7 +1070,7 @@ func (x *DomainRequest) String() string {
 func (*DomainRequest) ProtoMessage() {}
 
 func (x *DomainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[15]
+	mi := &file_fedhost_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -885,7 +1083,7 @@ func (x *DomainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DomainRequest.ProtoReflect.Descriptor instead.
 func (*DomainRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{15}
+	return file_fedhost_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DomainRequest) GetDomain() string {
@@ -910,7 +1108,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_fedhost_proto_msgTypes[16]
+	mi := &file_fedhost_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1120,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[16]
+	mi := &file_fedhost_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1133,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{16}
+	return file_fedhost_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CheckResponse) GetAvailable() bool {
@@ -1001,7 +1199,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_fedhost_proto_msgTypes[17]
+	mi := &file_fedhost_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1211,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[17]
+	mi := &file_fedhost_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1224,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{17}
+	return file_fedhost_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RegisterRequest) GetDomain() string {
@@ -1109,7 +1307,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_fedhost_proto_msgTypes[18]
+	mi := &file_fedhost_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1319,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[18]
+	mi := &file_fedhost_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1332,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{18}
+	return file_fedhost_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RenewRequest) GetDomain() string {
@@ -1161,7 +1359,7 @@ type NameserversRequest struct {
 
 func (x *NameserversRequest) Reset() {
 	*x = NameserversRequest{}
-	mi := &file_fedhost_proto_msgTypes[19]
+	mi := &file_fedhost_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1371,7 @@ func (x *NameserversRequest) String() string {
 func (*NameserversRequest) ProtoMessage() {}
 
 func (x *NameserversRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[19]
+	mi := &file_fedhost_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1384,7 @@ func (x *NameserversRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NameserversRequest.ProtoReflect.Descriptor instead.
 func (*NameserversRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{19}
+	return file_fedhost_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NameserversRequest) GetDomain() string {
@@ -1218,7 +1416,7 @@ type TransferRequest struct {
 
 func (x *TransferRequest) Reset() {
 	*x = TransferRequest{}
-	mi := &file_fedhost_proto_msgTypes[20]
+	mi := &file_fedhost_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1230,7 +1428,7 @@ func (x *TransferRequest) String() string {
 func (*TransferRequest) ProtoMessage() {}
 
 func (x *TransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[20]
+	mi := &file_fedhost_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1243,7 +1441,7 @@ func (x *TransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferRequest.ProtoReflect.Descriptor instead.
 func (*TransferRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{20}
+	return file_fedhost_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TransferRequest) GetDomain() string {
@@ -1297,7 +1495,7 @@ type AuthCodeResponse struct {
 
 func (x *AuthCodeResponse) Reset() {
 	*x = AuthCodeResponse{}
-	mi := &file_fedhost_proto_msgTypes[21]
+	mi := &file_fedhost_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1507,7 @@ func (x *AuthCodeResponse) String() string {
 func (*AuthCodeResponse) ProtoMessage() {}
 
 func (x *AuthCodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[21]
+	mi := &file_fedhost_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1520,7 @@ func (x *AuthCodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthCodeResponse.ProtoReflect.Descriptor instead.
 func (*AuthCodeResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{21}
+	return file_fedhost_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *AuthCodeResponse) GetAuthCode() string {
@@ -1342,7 +1540,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_fedhost_proto_msgTypes[22]
+	mi := &file_fedhost_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1354,7 +1552,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[22]
+	mi := &file_fedhost_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1367,7 +1565,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{22}
+	return file_fedhost_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LockRequest) GetDomain() string {
@@ -1398,7 +1596,7 @@ type Domain struct {
 
 func (x *Domain) Reset() {
 	*x = Domain{}
-	mi := &file_fedhost_proto_msgTypes[23]
+	mi := &file_fedhost_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1410,7 +1608,7 @@ func (x *Domain) String() string {
 func (*Domain) ProtoMessage() {}
 
 func (x *Domain) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[23]
+	mi := &file_fedhost_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1423,7 +1621,7 @@ func (x *Domain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Domain.ProtoReflect.Descriptor instead.
 func (*Domain) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{23}
+	return file_fedhost_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Domain) GetName() string {
@@ -1477,7 +1675,7 @@ type DomainResponse struct {
 
 func (x *DomainResponse) Reset() {
 	*x = DomainResponse{}
-	mi := &file_fedhost_proto_msgTypes[24]
+	mi := &file_fedhost_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1687,7 @@ func (x *DomainResponse) String() string {
 func (*DomainResponse) ProtoMessage() {}
 
 func (x *DomainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[24]
+	mi := &file_fedhost_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1700,7 @@ func (x *DomainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DomainResponse.ProtoReflect.Descriptor instead.
 func (*DomainResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{24}
+	return file_fedhost_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DomainResponse) GetDomain() *Domain {
@@ -1520,7 +1718,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_fedhost_proto_msgTypes[25]
+	mi := &file_fedhost_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1532,7 +1730,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[25]
+	mi := &file_fedhost_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1545,7 +1743,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{25}
+	return file_fedhost_proto_rawDescGZIP(), []int{27}
 }
 
 type SnapshotResponse struct {
@@ -1557,7 +1755,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_fedhost_proto_msgTypes[26]
+	mi := &file_fedhost_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1767,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[26]
+	mi := &file_fedhost_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1780,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{26}
+	return file_fedhost_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SnapshotResponse) GetDomains() []*Domain {
@@ -1609,7 +1807,7 @@ type Contact struct {
 
 func (x *Contact) Reset() {
 	*x = Contact{}
-	mi := &file_fedhost_proto_msgTypes[27]
+	mi := &file_fedhost_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1621,7 +1819,7 @@ func (x *Contact) String() string {
 func (*Contact) ProtoMessage() {}
 
 func (x *Contact) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[27]
+	mi := &file_fedhost_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1634,7 +1832,7 @@ func (x *Contact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contact.ProtoReflect.Descriptor instead.
 func (*Contact) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{27}
+	return file_fedhost_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Contact) GetId() string {
@@ -1709,7 +1907,7 @@ type ContactRequest struct {
 
 func (x *ContactRequest) Reset() {
 	*x = ContactRequest{}
-	mi := &file_fedhost_proto_msgTypes[28]
+	mi := &file_fedhost_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1721,7 +1919,7 @@ func (x *ContactRequest) String() string {
 func (*ContactRequest) ProtoMessage() {}
 
 func (x *ContactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[28]
+	mi := &file_fedhost_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1734,7 +1932,7 @@ func (x *ContactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContactRequest.ProtoReflect.Descriptor instead.
 func (*ContactRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{28}
+	return file_fedhost_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ContactRequest) GetId() string {
@@ -1752,7 +1950,7 @@ type ListContactsRequest struct {
 
 func (x *ListContactsRequest) Reset() {
 	*x = ListContactsRequest{}
-	mi := &file_fedhost_proto_msgTypes[29]
+	mi := &file_fedhost_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +1962,7 @@ func (x *ListContactsRequest) String() string {
 func (*ListContactsRequest) ProtoMessage() {}
 
 func (x *ListContactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[29]
+	mi := &file_fedhost_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +1975,7 @@ func (x *ListContactsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListContactsRequest.ProtoReflect.Descriptor instead.
 func (*ListContactsRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{29}
+	return file_fedhost_proto_rawDescGZIP(), []int{31}
 }
 
 type ListContactsResponse struct {
@@ -1789,7 +1987,7 @@ type ListContactsResponse struct {
 
 func (x *ListContactsResponse) Reset() {
 	*x = ListContactsResponse{}
-	mi := &file_fedhost_proto_msgTypes[30]
+	mi := &file_fedhost_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1801,7 +1999,7 @@ func (x *ListContactsResponse) String() string {
 func (*ListContactsResponse) ProtoMessage() {}
 
 func (x *ListContactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[30]
+	mi := &file_fedhost_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1814,7 +2012,7 @@ func (x *ListContactsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListContactsResponse.ProtoReflect.Descriptor instead.
 func (*ListContactsResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{30}
+	return file_fedhost_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListContactsResponse) GetContacts() []*Contact {
@@ -1832,7 +2030,7 @@ type DeleteContactResponse struct {
 
 func (x *DeleteContactResponse) Reset() {
 	*x = DeleteContactResponse{}
-	mi := &file_fedhost_proto_msgTypes[31]
+	mi := &file_fedhost_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2042,7 @@ func (x *DeleteContactResponse) String() string {
 func (*DeleteContactResponse) ProtoMessage() {}
 
 func (x *DeleteContactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[31]
+	mi := &file_fedhost_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2055,7 @@ func (x *DeleteContactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteContactResponse.ProtoReflect.Descriptor instead.
 func (*DeleteContactResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{31}
+	return file_fedhost_proto_rawDescGZIP(), []int{33}
 }
 
 type SchemaRequest struct {
@@ -1868,7 +2066,7 @@ type SchemaRequest struct {
 
 func (x *SchemaRequest) Reset() {
 	*x = SchemaRequest{}
-	mi := &file_fedhost_proto_msgTypes[32]
+	mi := &file_fedhost_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +2078,7 @@ func (x *SchemaRequest) String() string {
 func (*SchemaRequest) ProtoMessage() {}
 
 func (x *SchemaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[32]
+	mi := &file_fedhost_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,7 +2091,7 @@ func (x *SchemaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaRequest.ProtoReflect.Descriptor instead.
 func (*SchemaRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{32}
+	return file_fedhost_proto_rawDescGZIP(), []int{34}
 }
 
 type SchemaResponse struct {
@@ -1907,7 +2105,7 @@ type SchemaResponse struct {
 
 func (x *SchemaResponse) Reset() {
 	*x = SchemaResponse{}
-	mi := &file_fedhost_proto_msgTypes[33]
+	mi := &file_fedhost_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2117,7 @@ func (x *SchemaResponse) String() string {
 func (*SchemaResponse) ProtoMessage() {}
 
 func (x *SchemaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[33]
+	mi := &file_fedhost_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2130,7 @@ func (x *SchemaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaResponse.ProtoReflect.Descriptor instead.
 func (*SchemaResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{33}
+	return file_fedhost_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SchemaResponse) GetSchema() []byte {
@@ -1967,7 +2165,7 @@ type RequestsRequest struct {
 
 func (x *RequestsRequest) Reset() {
 	*x = RequestsRequest{}
-	mi := &file_fedhost_proto_msgTypes[34]
+	mi := &file_fedhost_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1979,7 +2177,7 @@ func (x *RequestsRequest) String() string {
 func (*RequestsRequest) ProtoMessage() {}
 
 func (x *RequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[34]
+	mi := &file_fedhost_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1992,7 +2190,7 @@ func (x *RequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestsRequest.ProtoReflect.Descriptor instead.
 func (*RequestsRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{34}
+	return file_fedhost_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RequestsRequest) GetTenant() string {
@@ -2028,7 +2226,7 @@ type ResourceRequest struct {
 
 func (x *ResourceRequest) Reset() {
 	*x = ResourceRequest{}
-	mi := &file_fedhost_proto_msgTypes[35]
+	mi := &file_fedhost_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2238,7 @@ func (x *ResourceRequest) String() string {
 func (*ResourceRequest) ProtoMessage() {}
 
 func (x *ResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[35]
+	mi := &file_fedhost_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2251,7 @@ func (x *ResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceRequest.ProtoReflect.Descriptor instead.
 func (*ResourceRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{35}
+	return file_fedhost_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ResourceRequest) GetName() string {
@@ -2093,7 +2291,7 @@ type RequestsResponse struct {
 
 func (x *RequestsResponse) Reset() {
 	*x = RequestsResponse{}
-	mi := &file_fedhost_proto_msgTypes[36]
+	mi := &file_fedhost_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2105,7 +2303,7 @@ func (x *RequestsResponse) String() string {
 func (*RequestsResponse) ProtoMessage() {}
 
 func (x *RequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[36]
+	mi := &file_fedhost_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2118,7 +2316,7 @@ func (x *RequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestsResponse.ProtoReflect.Descriptor instead.
 func (*RequestsResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{36}
+	return file_fedhost_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RequestsResponse) GetRequests() []*ResourceRequest {
@@ -2140,7 +2338,7 @@ type RenderRequest struct {
 
 func (x *RenderRequest) Reset() {
 	*x = RenderRequest{}
-	mi := &file_fedhost_proto_msgTypes[37]
+	mi := &file_fedhost_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2350,7 @@ func (x *RenderRequest) String() string {
 func (*RenderRequest) ProtoMessage() {}
 
 func (x *RenderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[37]
+	mi := &file_fedhost_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2363,7 @@ func (x *RenderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenderRequest.ProtoReflect.Descriptor instead.
 func (*RenderRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{37}
+	return file_fedhost_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RenderRequest) GetTenant() string {
@@ -2206,7 +2404,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_fedhost_proto_msgTypes[38]
+	mi := &file_fedhost_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2416,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[38]
+	mi := &file_fedhost_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2429,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{38}
+	return file_fedhost_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Node) GetName() string {
@@ -2257,7 +2455,7 @@ type RenderResponse struct {
 
 func (x *RenderResponse) Reset() {
 	*x = RenderResponse{}
-	mi := &file_fedhost_proto_msgTypes[39]
+	mi := &file_fedhost_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2269,7 +2467,7 @@ func (x *RenderResponse) String() string {
 func (*RenderResponse) ProtoMessage() {}
 
 func (x *RenderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[39]
+	mi := &file_fedhost_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2282,7 +2480,7 @@ func (x *RenderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenderResponse.ProtoReflect.Descriptor instead.
 func (*RenderResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{39}
+	return file_fedhost_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RenderResponse) GetNodes() []*Node {
@@ -2300,7 +2498,7 @@ type RenamesRequest struct {
 
 func (x *RenamesRequest) Reset() {
 	*x = RenamesRequest{}
-	mi := &file_fedhost_proto_msgTypes[40]
+	mi := &file_fedhost_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2510,7 @@ func (x *RenamesRequest) String() string {
 func (*RenamesRequest) ProtoMessage() {}
 
 func (x *RenamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[40]
+	mi := &file_fedhost_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2523,7 @@ func (x *RenamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenamesRequest.ProtoReflect.Descriptor instead.
 func (*RenamesRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{40}
+	return file_fedhost_proto_rawDescGZIP(), []int{42}
 }
 
 type Rename struct {
@@ -2339,7 +2537,7 @@ type Rename struct {
 
 func (x *Rename) Reset() {
 	*x = Rename{}
-	mi := &file_fedhost_proto_msgTypes[41]
+	mi := &file_fedhost_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2549,7 @@ func (x *Rename) String() string {
 func (*Rename) ProtoMessage() {}
 
 func (x *Rename) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[41]
+	mi := &file_fedhost_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2562,7 @@ func (x *Rename) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rename.ProtoReflect.Descriptor instead.
 func (*Rename) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{41}
+	return file_fedhost_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Rename) GetFrom() string {
@@ -2397,7 +2595,7 @@ type RenamesResponse struct {
 
 func (x *RenamesResponse) Reset() {
 	*x = RenamesResponse{}
-	mi := &file_fedhost_proto_msgTypes[42]
+	mi := &file_fedhost_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2607,7 @@ func (x *RenamesResponse) String() string {
 func (*RenamesResponse) ProtoMessage() {}
 
 func (x *RenamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[42]
+	mi := &file_fedhost_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2620,7 @@ func (x *RenamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenamesResponse.ProtoReflect.Descriptor instead.
 func (*RenamesResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{42}
+	return file_fedhost_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RenamesResponse) GetRenames() []*Rename {
@@ -2440,7 +2638,7 @@ type OperationsRequest struct {
 
 func (x *OperationsRequest) Reset() {
 	*x = OperationsRequest{}
-	mi := &file_fedhost_proto_msgTypes[43]
+	mi := &file_fedhost_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2650,7 @@ func (x *OperationsRequest) String() string {
 func (*OperationsRequest) ProtoMessage() {}
 
 func (x *OperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[43]
+	mi := &file_fedhost_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,21 +2663,29 @@ func (x *OperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsRequest.ProtoReflect.Descriptor instead.
 func (*OperationsRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{43}
+	return file_fedhost_proto_rawDescGZIP(), []int{45}
 }
 
 type Operation struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	Sensitive     bool                   `protobuf:"varint,3,opt,name=sensitive,proto3" json:"sensitive,omitempty"`
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description    string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	Sensitive      bool                   `protobuf:"varint,3,opt,name=sensitive,proto3" json:"sensitive,omitempty"`
+	Title          string                 `protobuf:"bytes,4,opt,name=title,proto3" json:"title,omitempty"`
+	InputSchema    []byte                 `protobuf:"bytes,5,opt,name=input_schema,json=inputSchema,proto3" json:"input_schema,omitempty"`
+	TimeoutSeconds int32                  `protobuf:"varint,6,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	Idempotent     bool                   `protobuf:"varint,7,opt,name=idempotent,proto3" json:"idempotent,omitempty"`
+	NeedsRunning   bool                   `protobuf:"varint,8,opt,name=needs_running,json=needsRunning,proto3" json:"needs_running,omitempty"`
+	Concurrent     bool                   `protobuf:"varint,9,opt,name=concurrent,proto3" json:"concurrent,omitempty"`
+	// The file name under which the run's stdout is offered for download, if any.
+	OutputFile    string `protobuf:"bytes,10,opt,name=output_file,json=outputFile,proto3" json:"output_file,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_fedhost_proto_msgTypes[44]
+	mi := &file_fedhost_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2697,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[44]
+	mi := &file_fedhost_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2710,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{44}
+	return file_fedhost_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Operation) GetName() string {
@@ -2528,6 +2734,223 @@ func (x *Operation) GetSensitive() bool {
 	return false
 }
 
+func (x *Operation) GetTitle() string {
+	if x != nil {
+		return x.Title
+	}
+	return ""
+}
+
+func (x *Operation) GetInputSchema() []byte {
+	if x != nil {
+		return x.InputSchema
+	}
+	return nil
+}
+
+func (x *Operation) GetTimeoutSeconds() int32 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *Operation) GetIdempotent() bool {
+	if x != nil {
+		return x.Idempotent
+	}
+	return false
+}
+
+func (x *Operation) GetNeedsRunning() bool {
+	if x != nil {
+		return x.NeedsRunning
+	}
+	return false
+}
+
+func (x *Operation) GetConcurrent() bool {
+	if x != nil {
+		return x.Concurrent
+	}
+	return false
+}
+
+func (x *Operation) GetOutputFile() string {
+	if x != nil {
+		return x.OutputFile
+	}
+	return ""
+}
+
+type CommandRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Operation     string                 `protobuf:"bytes,1,opt,name=operation,proto3" json:"operation,omitempty"`
+	Input         []byte                 `protobuf:"bytes,2,opt,name=input,proto3" json:"input,omitempty"`
+	Tenant        string                 `protobuf:"bytes,3,opt,name=tenant,proto3" json:"tenant,omitempty"`
+	Domain        string                 `protobuf:"bytes,4,opt,name=domain,proto3" json:"domain,omitempty"`
+	Config        []byte                 `protobuf:"bytes,5,opt,name=config,proto3" json:"config,omitempty"`
+	Results       map[string][]byte      `protobuf:"bytes,6,rep,name=results,proto3" json:"results,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommandRequest) Reset() {
+	*x = CommandRequest{}
+	mi := &file_fedhost_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandRequest) ProtoMessage() {}
+
+func (x *CommandRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fedhost_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandRequest.ProtoReflect.Descriptor instead.
+func (*CommandRequest) Descriptor() ([]byte, []int) {
+	return file_fedhost_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *CommandRequest) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *CommandRequest) GetInput() []byte {
+	if x != nil {
+		return x.Input
+	}
+	return nil
+}
+
+func (x *CommandRequest) GetTenant() string {
+	if x != nil {
+		return x.Tenant
+	}
+	return ""
+}
+
+func (x *CommandRequest) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+func (x *CommandRequest) GetConfig() []byte {
+	if x != nil {
+		return x.Config
+	}
+	return nil
+}
+
+func (x *CommandRequest) GetResults() map[string][]byte {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
+type CommandResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Binary        string                 `protobuf:"bytes,2,opt,name=binary,proto3" json:"binary,omitempty"`
+	Args          []string               `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
+	Env           map[string]string      `protobuf:"bytes,4,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Stdin         []byte                 `protobuf:"bytes,5,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	Tty           bool                   `protobuf:"varint,6,opt,name=tty,proto3" json:"tty,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommandResponse) Reset() {
+	*x = CommandResponse{}
+	mi := &file_fedhost_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandResponse) ProtoMessage() {}
+
+func (x *CommandResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fedhost_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandResponse.ProtoReflect.Descriptor instead.
+func (*CommandResponse) Descriptor() ([]byte, []int) {
+	return file_fedhost_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *CommandResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *CommandResponse) GetBinary() string {
+	if x != nil {
+		return x.Binary
+	}
+	return ""
+}
+
+func (x *CommandResponse) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *CommandResponse) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *CommandResponse) GetStdin() []byte {
+	if x != nil {
+		return x.Stdin
+	}
+	return nil
+}
+
+func (x *CommandResponse) GetTty() bool {
+	if x != nil {
+		return x.Tty
+	}
+	return false
+}
+
 type OperationsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Operations    []*Operation           `protobuf:"bytes,1,rep,name=operations,proto3" json:"operations,omitempty"`
@@ -2537,7 +2960,7 @@ type OperationsResponse struct {
 
 func (x *OperationsResponse) Reset() {
 	*x = OperationsResponse{}
-	mi := &file_fedhost_proto_msgTypes[45]
+	mi := &file_fedhost_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2972,7 @@ func (x *OperationsResponse) String() string {
 func (*OperationsResponse) ProtoMessage() {}
 
 func (x *OperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[45]
+	mi := &file_fedhost_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2985,7 @@ func (x *OperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsResponse.ProtoReflect.Descriptor instead.
 func (*OperationsResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{45}
+	return file_fedhost_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *OperationsResponse) GetOperations() []*Operation {
@@ -2580,7 +3003,7 @@ type VersionGuardRequest struct {
 
 func (x *VersionGuardRequest) Reset() {
 	*x = VersionGuardRequest{}
-	mi := &file_fedhost_proto_msgTypes[46]
+	mi := &file_fedhost_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +3015,7 @@ func (x *VersionGuardRequest) String() string {
 func (*VersionGuardRequest) ProtoMessage() {}
 
 func (x *VersionGuardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[46]
+	mi := &file_fedhost_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +3028,7 @@ func (x *VersionGuardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionGuardRequest.ProtoReflect.Descriptor instead.
 func (*VersionGuardRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{46}
+	return file_fedhost_proto_rawDescGZIP(), []int{50}
 }
 
 type VersionGuardResponse struct {
@@ -2619,7 +3042,7 @@ type VersionGuardResponse struct {
 
 func (x *VersionGuardResponse) Reset() {
 	*x = VersionGuardResponse{}
-	mi := &file_fedhost_proto_msgTypes[47]
+	mi := &file_fedhost_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2631,7 +3054,7 @@ func (x *VersionGuardResponse) String() string {
 func (*VersionGuardResponse) ProtoMessage() {}
 
 func (x *VersionGuardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[47]
+	mi := &file_fedhost_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2644,7 +3067,7 @@ func (x *VersionGuardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionGuardResponse.ProtoReflect.Descriptor instead.
 func (*VersionGuardResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{47}
+	return file_fedhost_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *VersionGuardResponse) GetVersion() string {
@@ -2676,7 +3099,7 @@ type RoleGroupsRequest struct {
 
 func (x *RoleGroupsRequest) Reset() {
 	*x = RoleGroupsRequest{}
-	mi := &file_fedhost_proto_msgTypes[48]
+	mi := &file_fedhost_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +3111,7 @@ func (x *RoleGroupsRequest) String() string {
 func (*RoleGroupsRequest) ProtoMessage() {}
 
 func (x *RoleGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[48]
+	mi := &file_fedhost_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +3124,7 @@ func (x *RoleGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGroupsRequest.ProtoReflect.Descriptor instead.
 func (*RoleGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{48}
+	return file_fedhost_proto_rawDescGZIP(), []int{52}
 }
 
 type RoleGroup struct {
@@ -2715,7 +3138,7 @@ type RoleGroup struct {
 
 func (x *RoleGroup) Reset() {
 	*x = RoleGroup{}
-	mi := &file_fedhost_proto_msgTypes[49]
+	mi := &file_fedhost_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2727,7 +3150,7 @@ func (x *RoleGroup) String() string {
 func (*RoleGroup) ProtoMessage() {}
 
 func (x *RoleGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[49]
+	mi := &file_fedhost_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2740,7 +3163,7 @@ func (x *RoleGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGroup.ProtoReflect.Descriptor instead.
 func (*RoleGroup) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{49}
+	return file_fedhost_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RoleGroup) GetName() string {
@@ -2773,7 +3196,7 @@ type RoleGroupsResponse struct {
 
 func (x *RoleGroupsResponse) Reset() {
 	*x = RoleGroupsResponse{}
-	mi := &file_fedhost_proto_msgTypes[50]
+	mi := &file_fedhost_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2785,7 +3208,7 @@ func (x *RoleGroupsResponse) String() string {
 func (*RoleGroupsResponse) ProtoMessage() {}
 
 func (x *RoleGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[50]
+	mi := &file_fedhost_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2798,7 +3221,7 @@ func (x *RoleGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGroupsResponse.ProtoReflect.Descriptor instead.
 func (*RoleGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{50}
+	return file_fedhost_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *RoleGroupsResponse) GetGroups() []*RoleGroup {
@@ -2869,7 +3292,28 @@ const file_fedhost_proto_rawDesc = "" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x1c\n" +
 	"\treference\x18\x03 \x01(\tR\treference\"&\n" +
 	"\x0eRevealResponse\x12\x14\n" +
-	"\x05value\x18\x01 \x01(\fR\x05value\"'\n" +
+	"\x05value\x18\x01 \x01(\fR\x05value\"\xd2\x02\n" +
+	"\vExecRequest\x12\x16\n" +
+	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1a\n" +
+	"\binstance\x18\x02 \x01(\tR\binstance\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x12\n" +
+	"\x04spec\x18\x04 \x01(\fR\x04spec\x12\x16\n" +
+	"\x06binary\x18\x05 \x01(\tR\x06binary\x12\x12\n" +
+	"\x04args\x18\x06 \x03(\tR\x04args\x122\n" +
+	"\x03env\x18\a \x03(\v2 .fedhost.v1.ExecRequest.EnvEntryR\x03env\x12\x14\n" +
+	"\x05stdin\x18\b \x01(\fR\x05stdin\x12\x10\n" +
+	"\x03tty\x18\t \x01(\bR\x03tty\x12'\n" +
+	"\x0ftimeout_seconds\x18\n" +
+	" \x01(\x05R\x0etimeoutSeconds\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x01\n" +
+	"\tExecEvent\x12\x16\n" +
+	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1b\n" +
+	"\texit_code\x18\x03 \x01(\x05R\bexitCode\x12\x1b\n" +
+	"\ttimed_out\x18\x04 \x01(\bR\btimedOut\x12\x16\n" +
+	"\x06status\x18\x05 \x01(\tR\x06status\"'\n" +
 	"\rDomainRequest\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\"\xea\x01\n" +
 	"\rCheckResponse\x12\x1c\n" +
@@ -2975,11 +3419,44 @@ const file_fedhost_proto_rawDesc = "" +
 	"\x05since\x18\x03 \x01(\tR\x05since\"?\n" +
 	"\x0fRenamesResponse\x12,\n" +
 	"\arenames\x18\x01 \x03(\v2\x12.fedhost.v1.RenameR\arenames\"\x13\n" +
-	"\x11OperationsRequest\"_\n" +
+	"\x11OperationsRequest\"\xc7\x02\n" +
 	"\tOperation\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1c\n" +
-	"\tsensitive\x18\x03 \x01(\bR\tsensitive\"K\n" +
+	"\tsensitive\x18\x03 \x01(\bR\tsensitive\x12\x14\n" +
+	"\x05title\x18\x04 \x01(\tR\x05title\x12!\n" +
+	"\finput_schema\x18\x05 \x01(\fR\vinputSchema\x12'\n" +
+	"\x0ftimeout_seconds\x18\x06 \x01(\x05R\x0etimeoutSeconds\x12\x1e\n" +
+	"\n" +
+	"idempotent\x18\a \x01(\bR\n" +
+	"idempotent\x12#\n" +
+	"\rneeds_running\x18\b \x01(\bR\fneedsRunning\x12\x1e\n" +
+	"\n" +
+	"concurrent\x18\t \x01(\bR\n" +
+	"concurrent\x12\x1f\n" +
+	"\voutput_file\x18\n" +
+	" \x01(\tR\n" +
+	"outputFile\"\x8b\x02\n" +
+	"\x0eCommandRequest\x12\x1c\n" +
+	"\toperation\x18\x01 \x01(\tR\toperation\x12\x14\n" +
+	"\x05input\x18\x02 \x01(\fR\x05input\x12\x16\n" +
+	"\x06tenant\x18\x03 \x01(\tR\x06tenant\x12\x16\n" +
+	"\x06domain\x18\x04 \x01(\tR\x06domain\x12\x16\n" +
+	"\x06config\x18\x05 \x01(\fR\x06config\x12A\n" +
+	"\aresults\x18\x06 \x03(\v2'.fedhost.v1.CommandRequest.ResultsEntryR\aresults\x1a:\n" +
+	"\fResultsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value:\x028\x01\"\xe9\x01\n" +
+	"\x0fCommandResponse\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
+	"\x06binary\x18\x02 \x01(\tR\x06binary\x12\x12\n" +
+	"\x04args\x18\x03 \x03(\tR\x04args\x126\n" +
+	"\x03env\x18\x04 \x03(\v2$.fedhost.v1.CommandResponse.EnvEntryR\x03env\x12\x14\n" +
+	"\x05stdin\x18\x05 \x01(\fR\x05stdin\x12\x10\n" +
+	"\x03tty\x18\x06 \x01(\bR\x03tty\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"K\n" +
 	"\x12OperationsResponse\x125\n" +
 	"\n" +
 	"operations\x18\x01 \x03(\v2\x15.fedhost.v1.OperationR\n" +
@@ -2998,13 +3475,14 @@ const file_fedhost_proto_rawDesc = "" +
 	"\x06groups\x18\x01 \x03(\v2\x15.fedhost.v1.RoleGroupR\x06groups2\x99\x01\n" +
 	"\x06Plugin\x12E\n" +
 	"\bDescribe\x12\x1b.fedhost.v1.DescribeRequest\x1a\x1c.fedhost.v1.DescribeResponse\x12H\n" +
-	"\tConfigure\x12\x1c.fedhost.v1.ConfigureRequest\x1a\x1d.fedhost.v1.ConfigureResponse2\xf5\x02\n" +
+	"\tConfigure\x12\x1c.fedhost.v1.ConfigureRequest\x1a\x1d.fedhost.v1.ConfigureResponse2\xaf\x03\n" +
 	"\x10ResourceProvider\x12E\n" +
 	"\bValidate\x12\x1b.fedhost.v1.ValidateRequest\x1a\x1c.fedhost.v1.ValidateResponse\x12H\n" +
 	"\tProvision\x12\x1c.fedhost.v1.ProvisionRequest\x1a\x1d.fedhost.v1.ProvisionResponse\x12N\n" +
 	"\vDeprovision\x12\x1e.fedhost.v1.DeprovisionRequest\x1a\x1f.fedhost.v1.DeprovisionResponse\x12?\n" +
 	"\x06Status\x12\x19.fedhost.v1.StatusRequest\x1a\x1a.fedhost.v1.StatusResponse\x12?\n" +
-	"\x06Reveal\x12\x19.fedhost.v1.RevealRequest\x1a\x1a.fedhost.v1.RevealResponse2\xd2\a\n" +
+	"\x06Reveal\x12\x19.fedhost.v1.RevealRequest\x1a\x1a.fedhost.v1.RevealResponse\x128\n" +
+	"\x04Exec\x12\x17.fedhost.v1.ExecRequest\x1a\x15.fedhost.v1.ExecEvent0\x012\xd2\a\n" +
 	"\tRegistrar\x12=\n" +
 	"\x05Check\x12\x19.fedhost.v1.DomainRequest\x1a\x19.fedhost.v1.CheckResponse\x12C\n" +
 	"\bRegister\x12\x1b.fedhost.v1.RegisterRequest\x1a\x1a.fedhost.v1.DomainResponse\x12=\n" +
@@ -3021,7 +3499,7 @@ const file_fedhost_proto_rawDesc = "" +
 	"GetContact\x12\x1a.fedhost.v1.ContactRequest\x1a\x13.fedhost.v1.Contact\x12Q\n" +
 	"\fListContacts\x12\x1f.fedhost.v1.ListContactsRequest\x1a .fedhost.v1.ListContactsResponse\x12N\n" +
 	"\rDeleteContact\x12\x1a.fedhost.v1.ContactRequest\x1a!.fedhost.v1.DeleteContactResponse\x12B\n" +
-	"\tGetDomain\x12\x19.fedhost.v1.DomainRequest\x1a\x1a.fedhost.v1.DomainResponse2\xff\x03\n" +
+	"\tGetDomain\x12\x19.fedhost.v1.DomainRequest\x1a\x1a.fedhost.v1.DomainResponse2\xc3\x04\n" +
 	"\x03App\x12?\n" +
 	"\x06Schema\x12\x19.fedhost.v1.SchemaRequest\x1a\x1a.fedhost.v1.SchemaResponse\x12E\n" +
 	"\bRequests\x12\x1b.fedhost.v1.RequestsRequest\x1a\x1c.fedhost.v1.RequestsResponse\x12?\n" +
@@ -3031,7 +3509,8 @@ const file_fedhost_proto_rawDesc = "" +
 	"Operations\x12\x1d.fedhost.v1.OperationsRequest\x1a\x1e.fedhost.v1.OperationsResponse\x12Q\n" +
 	"\fVersionGuard\x12\x1f.fedhost.v1.VersionGuardRequest\x1a .fedhost.v1.VersionGuardResponse\x12K\n" +
 	"\n" +
-	"RoleGroups\x12\x1d.fedhost.v1.RoleGroupsRequest\x1a\x1e.fedhost.v1.RoleGroupsResponseB9Z7github.com/fedhost/fedhost/sdk/internal/proto/fedhostv1b\x06proto3"
+	"RoleGroups\x12\x1d.fedhost.v1.RoleGroupsRequest\x1a\x1e.fedhost.v1.RoleGroupsResponse\x12B\n" +
+	"\aCommand\x12\x1a.fedhost.v1.CommandRequest\x1a\x1b.fedhost.v1.CommandResponseB9Z7github.com/fedhost/fedhost/sdk/internal/proto/fedhostv1b\x06proto3"
 
 var (
 	file_fedhost_proto_rawDescOnce sync.Once
@@ -3045,7 +3524,7 @@ func file_fedhost_proto_rawDescGZIP() []byte {
 	return file_fedhost_proto_rawDescData
 }
 
-var file_fedhost_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
+var file_fedhost_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_fedhost_proto_goTypes = []any{
 	(*DescribeRequest)(nil),       // 0: fedhost.v1.DescribeRequest
 	(*DescribeResponse)(nil),      // 1: fedhost.v1.DescribeResponse
@@ -3062,119 +3541,133 @@ var file_fedhost_proto_goTypes = []any{
 	(*StatusResponse)(nil),        // 12: fedhost.v1.StatusResponse
 	(*RevealRequest)(nil),         // 13: fedhost.v1.RevealRequest
 	(*RevealResponse)(nil),        // 14: fedhost.v1.RevealResponse
-	(*DomainRequest)(nil),         // 15: fedhost.v1.DomainRequest
-	(*CheckResponse)(nil),         // 16: fedhost.v1.CheckResponse
-	(*RegisterRequest)(nil),       // 17: fedhost.v1.RegisterRequest
-	(*RenewRequest)(nil),          // 18: fedhost.v1.RenewRequest
-	(*NameserversRequest)(nil),    // 19: fedhost.v1.NameserversRequest
-	(*TransferRequest)(nil),       // 20: fedhost.v1.TransferRequest
-	(*AuthCodeResponse)(nil),      // 21: fedhost.v1.AuthCodeResponse
-	(*LockRequest)(nil),           // 22: fedhost.v1.LockRequest
-	(*Domain)(nil),                // 23: fedhost.v1.Domain
-	(*DomainResponse)(nil),        // 24: fedhost.v1.DomainResponse
-	(*SnapshotRequest)(nil),       // 25: fedhost.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),      // 26: fedhost.v1.SnapshotResponse
-	(*Contact)(nil),               // 27: fedhost.v1.Contact
-	(*ContactRequest)(nil),        // 28: fedhost.v1.ContactRequest
-	(*ListContactsRequest)(nil),   // 29: fedhost.v1.ListContactsRequest
-	(*ListContactsResponse)(nil),  // 30: fedhost.v1.ListContactsResponse
-	(*DeleteContactResponse)(nil), // 31: fedhost.v1.DeleteContactResponse
-	(*SchemaRequest)(nil),         // 32: fedhost.v1.SchemaRequest
-	(*SchemaResponse)(nil),        // 33: fedhost.v1.SchemaResponse
-	(*RequestsRequest)(nil),       // 34: fedhost.v1.RequestsRequest
-	(*ResourceRequest)(nil),       // 35: fedhost.v1.ResourceRequest
-	(*RequestsResponse)(nil),      // 36: fedhost.v1.RequestsResponse
-	(*RenderRequest)(nil),         // 37: fedhost.v1.RenderRequest
-	(*Node)(nil),                  // 38: fedhost.v1.Node
-	(*RenderResponse)(nil),        // 39: fedhost.v1.RenderResponse
-	(*RenamesRequest)(nil),        // 40: fedhost.v1.RenamesRequest
-	(*Rename)(nil),                // 41: fedhost.v1.Rename
-	(*RenamesResponse)(nil),       // 42: fedhost.v1.RenamesResponse
-	(*OperationsRequest)(nil),     // 43: fedhost.v1.OperationsRequest
-	(*Operation)(nil),             // 44: fedhost.v1.Operation
-	(*OperationsResponse)(nil),    // 45: fedhost.v1.OperationsResponse
-	(*VersionGuardRequest)(nil),   // 46: fedhost.v1.VersionGuardRequest
-	(*VersionGuardResponse)(nil),  // 47: fedhost.v1.VersionGuardResponse
-	(*RoleGroupsRequest)(nil),     // 48: fedhost.v1.RoleGroupsRequest
-	(*RoleGroup)(nil),             // 49: fedhost.v1.RoleGroup
-	(*RoleGroupsResponse)(nil),    // 50: fedhost.v1.RoleGroupsResponse
-	nil,                           // 51: fedhost.v1.ProvisionRequest.SecretsEntry
-	nil,                           // 52: fedhost.v1.ProvisionResponse.SecretsEntry
-	nil,                           // 53: fedhost.v1.RenderRequest.ResultsEntry
+	(*ExecRequest)(nil),           // 15: fedhost.v1.ExecRequest
+	(*ExecEvent)(nil),             // 16: fedhost.v1.ExecEvent
+	(*DomainRequest)(nil),         // 17: fedhost.v1.DomainRequest
+	(*CheckResponse)(nil),         // 18: fedhost.v1.CheckResponse
+	(*RegisterRequest)(nil),       // 19: fedhost.v1.RegisterRequest
+	(*RenewRequest)(nil),          // 20: fedhost.v1.RenewRequest
+	(*NameserversRequest)(nil),    // 21: fedhost.v1.NameserversRequest
+	(*TransferRequest)(nil),       // 22: fedhost.v1.TransferRequest
+	(*AuthCodeResponse)(nil),      // 23: fedhost.v1.AuthCodeResponse
+	(*LockRequest)(nil),           // 24: fedhost.v1.LockRequest
+	(*Domain)(nil),                // 25: fedhost.v1.Domain
+	(*DomainResponse)(nil),        // 26: fedhost.v1.DomainResponse
+	(*SnapshotRequest)(nil),       // 27: fedhost.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),      // 28: fedhost.v1.SnapshotResponse
+	(*Contact)(nil),               // 29: fedhost.v1.Contact
+	(*ContactRequest)(nil),        // 30: fedhost.v1.ContactRequest
+	(*ListContactsRequest)(nil),   // 31: fedhost.v1.ListContactsRequest
+	(*ListContactsResponse)(nil),  // 32: fedhost.v1.ListContactsResponse
+	(*DeleteContactResponse)(nil), // 33: fedhost.v1.DeleteContactResponse
+	(*SchemaRequest)(nil),         // 34: fedhost.v1.SchemaRequest
+	(*SchemaResponse)(nil),        // 35: fedhost.v1.SchemaResponse
+	(*RequestsRequest)(nil),       // 36: fedhost.v1.RequestsRequest
+	(*ResourceRequest)(nil),       // 37: fedhost.v1.ResourceRequest
+	(*RequestsResponse)(nil),      // 38: fedhost.v1.RequestsResponse
+	(*RenderRequest)(nil),         // 39: fedhost.v1.RenderRequest
+	(*Node)(nil),                  // 40: fedhost.v1.Node
+	(*RenderResponse)(nil),        // 41: fedhost.v1.RenderResponse
+	(*RenamesRequest)(nil),        // 42: fedhost.v1.RenamesRequest
+	(*Rename)(nil),                // 43: fedhost.v1.Rename
+	(*RenamesResponse)(nil),       // 44: fedhost.v1.RenamesResponse
+	(*OperationsRequest)(nil),     // 45: fedhost.v1.OperationsRequest
+	(*Operation)(nil),             // 46: fedhost.v1.Operation
+	(*CommandRequest)(nil),        // 47: fedhost.v1.CommandRequest
+	(*CommandResponse)(nil),       // 48: fedhost.v1.CommandResponse
+	(*OperationsResponse)(nil),    // 49: fedhost.v1.OperationsResponse
+	(*VersionGuardRequest)(nil),   // 50: fedhost.v1.VersionGuardRequest
+	(*VersionGuardResponse)(nil),  // 51: fedhost.v1.VersionGuardResponse
+	(*RoleGroupsRequest)(nil),     // 52: fedhost.v1.RoleGroupsRequest
+	(*RoleGroup)(nil),             // 53: fedhost.v1.RoleGroup
+	(*RoleGroupsResponse)(nil),    // 54: fedhost.v1.RoleGroupsResponse
+	nil,                           // 55: fedhost.v1.ProvisionRequest.SecretsEntry
+	nil,                           // 56: fedhost.v1.ProvisionResponse.SecretsEntry
+	nil,                           // 57: fedhost.v1.ExecRequest.EnvEntry
+	nil,                           // 58: fedhost.v1.RenderRequest.ResultsEntry
+	nil,                           // 59: fedhost.v1.CommandRequest.ResultsEntry
+	nil,                           // 60: fedhost.v1.CommandResponse.EnvEntry
 }
 var file_fedhost_proto_depIdxs = []int32{
-	51, // 0: fedhost.v1.ProvisionRequest.secrets:type_name -> fedhost.v1.ProvisionRequest.SecretsEntry
-	52, // 1: fedhost.v1.ProvisionResponse.secrets:type_name -> fedhost.v1.ProvisionResponse.SecretsEntry
-	23, // 2: fedhost.v1.DomainResponse.domain:type_name -> fedhost.v1.Domain
-	23, // 3: fedhost.v1.SnapshotResponse.domains:type_name -> fedhost.v1.Domain
-	27, // 4: fedhost.v1.ListContactsResponse.contacts:type_name -> fedhost.v1.Contact
-	35, // 5: fedhost.v1.RequestsResponse.requests:type_name -> fedhost.v1.ResourceRequest
-	53, // 6: fedhost.v1.RenderRequest.results:type_name -> fedhost.v1.RenderRequest.ResultsEntry
-	38, // 7: fedhost.v1.RenderResponse.nodes:type_name -> fedhost.v1.Node
-	41, // 8: fedhost.v1.RenamesResponse.renames:type_name -> fedhost.v1.Rename
-	44, // 9: fedhost.v1.OperationsResponse.operations:type_name -> fedhost.v1.Operation
-	49, // 10: fedhost.v1.RoleGroupsResponse.groups:type_name -> fedhost.v1.RoleGroup
-	0,  // 11: fedhost.v1.Plugin.Describe:input_type -> fedhost.v1.DescribeRequest
-	2,  // 12: fedhost.v1.Plugin.Configure:input_type -> fedhost.v1.ConfigureRequest
-	5,  // 13: fedhost.v1.ResourceProvider.Validate:input_type -> fedhost.v1.ValidateRequest
-	7,  // 14: fedhost.v1.ResourceProvider.Provision:input_type -> fedhost.v1.ProvisionRequest
-	9,  // 15: fedhost.v1.ResourceProvider.Deprovision:input_type -> fedhost.v1.DeprovisionRequest
-	11, // 16: fedhost.v1.ResourceProvider.Status:input_type -> fedhost.v1.StatusRequest
-	13, // 17: fedhost.v1.ResourceProvider.Reveal:input_type -> fedhost.v1.RevealRequest
-	15, // 18: fedhost.v1.Registrar.Check:input_type -> fedhost.v1.DomainRequest
-	17, // 19: fedhost.v1.Registrar.Register:input_type -> fedhost.v1.RegisterRequest
-	18, // 20: fedhost.v1.Registrar.Renew:input_type -> fedhost.v1.RenewRequest
-	19, // 21: fedhost.v1.Registrar.SetNameservers:input_type -> fedhost.v1.NameserversRequest
-	25, // 22: fedhost.v1.Registrar.Snapshot:input_type -> fedhost.v1.SnapshotRequest
-	20, // 23: fedhost.v1.Registrar.Transfer:input_type -> fedhost.v1.TransferRequest
-	15, // 24: fedhost.v1.Registrar.AuthCode:input_type -> fedhost.v1.DomainRequest
-	22, // 25: fedhost.v1.Registrar.SetLock:input_type -> fedhost.v1.LockRequest
-	15, // 26: fedhost.v1.Registrar.RemoveDNSSEC:input_type -> fedhost.v1.DomainRequest
-	27, // 27: fedhost.v1.Registrar.PutContact:input_type -> fedhost.v1.Contact
-	28, // 28: fedhost.v1.Registrar.GetContact:input_type -> fedhost.v1.ContactRequest
-	29, // 29: fedhost.v1.Registrar.ListContacts:input_type -> fedhost.v1.ListContactsRequest
-	28, // 30: fedhost.v1.Registrar.DeleteContact:input_type -> fedhost.v1.ContactRequest
-	15, // 31: fedhost.v1.Registrar.GetDomain:input_type -> fedhost.v1.DomainRequest
-	32, // 32: fedhost.v1.App.Schema:input_type -> fedhost.v1.SchemaRequest
-	34, // 33: fedhost.v1.App.Requests:input_type -> fedhost.v1.RequestsRequest
-	37, // 34: fedhost.v1.App.Render:input_type -> fedhost.v1.RenderRequest
-	40, // 35: fedhost.v1.App.Renames:input_type -> fedhost.v1.RenamesRequest
-	43, // 36: fedhost.v1.App.Operations:input_type -> fedhost.v1.OperationsRequest
-	46, // 37: fedhost.v1.App.VersionGuard:input_type -> fedhost.v1.VersionGuardRequest
-	48, // 38: fedhost.v1.App.RoleGroups:input_type -> fedhost.v1.RoleGroupsRequest
-	1,  // 39: fedhost.v1.Plugin.Describe:output_type -> fedhost.v1.DescribeResponse
-	3,  // 40: fedhost.v1.Plugin.Configure:output_type -> fedhost.v1.ConfigureResponse
-	6,  // 41: fedhost.v1.ResourceProvider.Validate:output_type -> fedhost.v1.ValidateResponse
-	8,  // 42: fedhost.v1.ResourceProvider.Provision:output_type -> fedhost.v1.ProvisionResponse
-	10, // 43: fedhost.v1.ResourceProvider.Deprovision:output_type -> fedhost.v1.DeprovisionResponse
-	12, // 44: fedhost.v1.ResourceProvider.Status:output_type -> fedhost.v1.StatusResponse
-	14, // 45: fedhost.v1.ResourceProvider.Reveal:output_type -> fedhost.v1.RevealResponse
-	16, // 46: fedhost.v1.Registrar.Check:output_type -> fedhost.v1.CheckResponse
-	24, // 47: fedhost.v1.Registrar.Register:output_type -> fedhost.v1.DomainResponse
-	24, // 48: fedhost.v1.Registrar.Renew:output_type -> fedhost.v1.DomainResponse
-	24, // 49: fedhost.v1.Registrar.SetNameservers:output_type -> fedhost.v1.DomainResponse
-	26, // 50: fedhost.v1.Registrar.Snapshot:output_type -> fedhost.v1.SnapshotResponse
-	24, // 51: fedhost.v1.Registrar.Transfer:output_type -> fedhost.v1.DomainResponse
-	21, // 52: fedhost.v1.Registrar.AuthCode:output_type -> fedhost.v1.AuthCodeResponse
-	24, // 53: fedhost.v1.Registrar.SetLock:output_type -> fedhost.v1.DomainResponse
-	24, // 54: fedhost.v1.Registrar.RemoveDNSSEC:output_type -> fedhost.v1.DomainResponse
-	27, // 55: fedhost.v1.Registrar.PutContact:output_type -> fedhost.v1.Contact
-	27, // 56: fedhost.v1.Registrar.GetContact:output_type -> fedhost.v1.Contact
-	30, // 57: fedhost.v1.Registrar.ListContacts:output_type -> fedhost.v1.ListContactsResponse
-	31, // 58: fedhost.v1.Registrar.DeleteContact:output_type -> fedhost.v1.DeleteContactResponse
-	24, // 59: fedhost.v1.Registrar.GetDomain:output_type -> fedhost.v1.DomainResponse
-	33, // 60: fedhost.v1.App.Schema:output_type -> fedhost.v1.SchemaResponse
-	36, // 61: fedhost.v1.App.Requests:output_type -> fedhost.v1.RequestsResponse
-	39, // 62: fedhost.v1.App.Render:output_type -> fedhost.v1.RenderResponse
-	42, // 63: fedhost.v1.App.Renames:output_type -> fedhost.v1.RenamesResponse
-	45, // 64: fedhost.v1.App.Operations:output_type -> fedhost.v1.OperationsResponse
-	47, // 65: fedhost.v1.App.VersionGuard:output_type -> fedhost.v1.VersionGuardResponse
-	50, // 66: fedhost.v1.App.RoleGroups:output_type -> fedhost.v1.RoleGroupsResponse
-	39, // [39:67] is the sub-list for method output_type
-	11, // [11:39] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	55, // 0: fedhost.v1.ProvisionRequest.secrets:type_name -> fedhost.v1.ProvisionRequest.SecretsEntry
+	56, // 1: fedhost.v1.ProvisionResponse.secrets:type_name -> fedhost.v1.ProvisionResponse.SecretsEntry
+	57, // 2: fedhost.v1.ExecRequest.env:type_name -> fedhost.v1.ExecRequest.EnvEntry
+	25, // 3: fedhost.v1.DomainResponse.domain:type_name -> fedhost.v1.Domain
+	25, // 4: fedhost.v1.SnapshotResponse.domains:type_name -> fedhost.v1.Domain
+	29, // 5: fedhost.v1.ListContactsResponse.contacts:type_name -> fedhost.v1.Contact
+	37, // 6: fedhost.v1.RequestsResponse.requests:type_name -> fedhost.v1.ResourceRequest
+	58, // 7: fedhost.v1.RenderRequest.results:type_name -> fedhost.v1.RenderRequest.ResultsEntry
+	40, // 8: fedhost.v1.RenderResponse.nodes:type_name -> fedhost.v1.Node
+	43, // 9: fedhost.v1.RenamesResponse.renames:type_name -> fedhost.v1.Rename
+	59, // 10: fedhost.v1.CommandRequest.results:type_name -> fedhost.v1.CommandRequest.ResultsEntry
+	60, // 11: fedhost.v1.CommandResponse.env:type_name -> fedhost.v1.CommandResponse.EnvEntry
+	46, // 12: fedhost.v1.OperationsResponse.operations:type_name -> fedhost.v1.Operation
+	53, // 13: fedhost.v1.RoleGroupsResponse.groups:type_name -> fedhost.v1.RoleGroup
+	0,  // 14: fedhost.v1.Plugin.Describe:input_type -> fedhost.v1.DescribeRequest
+	2,  // 15: fedhost.v1.Plugin.Configure:input_type -> fedhost.v1.ConfigureRequest
+	5,  // 16: fedhost.v1.ResourceProvider.Validate:input_type -> fedhost.v1.ValidateRequest
+	7,  // 17: fedhost.v1.ResourceProvider.Provision:input_type -> fedhost.v1.ProvisionRequest
+	9,  // 18: fedhost.v1.ResourceProvider.Deprovision:input_type -> fedhost.v1.DeprovisionRequest
+	11, // 19: fedhost.v1.ResourceProvider.Status:input_type -> fedhost.v1.StatusRequest
+	13, // 20: fedhost.v1.ResourceProvider.Reveal:input_type -> fedhost.v1.RevealRequest
+	15, // 21: fedhost.v1.ResourceProvider.Exec:input_type -> fedhost.v1.ExecRequest
+	17, // 22: fedhost.v1.Registrar.Check:input_type -> fedhost.v1.DomainRequest
+	19, // 23: fedhost.v1.Registrar.Register:input_type -> fedhost.v1.RegisterRequest
+	20, // 24: fedhost.v1.Registrar.Renew:input_type -> fedhost.v1.RenewRequest
+	21, // 25: fedhost.v1.Registrar.SetNameservers:input_type -> fedhost.v1.NameserversRequest
+	27, // 26: fedhost.v1.Registrar.Snapshot:input_type -> fedhost.v1.SnapshotRequest
+	22, // 27: fedhost.v1.Registrar.Transfer:input_type -> fedhost.v1.TransferRequest
+	17, // 28: fedhost.v1.Registrar.AuthCode:input_type -> fedhost.v1.DomainRequest
+	24, // 29: fedhost.v1.Registrar.SetLock:input_type -> fedhost.v1.LockRequest
+	17, // 30: fedhost.v1.Registrar.RemoveDNSSEC:input_type -> fedhost.v1.DomainRequest
+	29, // 31: fedhost.v1.Registrar.PutContact:input_type -> fedhost.v1.Contact
+	30, // 32: fedhost.v1.Registrar.GetContact:input_type -> fedhost.v1.ContactRequest
+	31, // 33: fedhost.v1.Registrar.ListContacts:input_type -> fedhost.v1.ListContactsRequest
+	30, // 34: fedhost.v1.Registrar.DeleteContact:input_type -> fedhost.v1.ContactRequest
+	17, // 35: fedhost.v1.Registrar.GetDomain:input_type -> fedhost.v1.DomainRequest
+	34, // 36: fedhost.v1.App.Schema:input_type -> fedhost.v1.SchemaRequest
+	36, // 37: fedhost.v1.App.Requests:input_type -> fedhost.v1.RequestsRequest
+	39, // 38: fedhost.v1.App.Render:input_type -> fedhost.v1.RenderRequest
+	42, // 39: fedhost.v1.App.Renames:input_type -> fedhost.v1.RenamesRequest
+	45, // 40: fedhost.v1.App.Operations:input_type -> fedhost.v1.OperationsRequest
+	50, // 41: fedhost.v1.App.VersionGuard:input_type -> fedhost.v1.VersionGuardRequest
+	52, // 42: fedhost.v1.App.RoleGroups:input_type -> fedhost.v1.RoleGroupsRequest
+	47, // 43: fedhost.v1.App.Command:input_type -> fedhost.v1.CommandRequest
+	1,  // 44: fedhost.v1.Plugin.Describe:output_type -> fedhost.v1.DescribeResponse
+	3,  // 45: fedhost.v1.Plugin.Configure:output_type -> fedhost.v1.ConfigureResponse
+	6,  // 46: fedhost.v1.ResourceProvider.Validate:output_type -> fedhost.v1.ValidateResponse
+	8,  // 47: fedhost.v1.ResourceProvider.Provision:output_type -> fedhost.v1.ProvisionResponse
+	10, // 48: fedhost.v1.ResourceProvider.Deprovision:output_type -> fedhost.v1.DeprovisionResponse
+	12, // 49: fedhost.v1.ResourceProvider.Status:output_type -> fedhost.v1.StatusResponse
+	14, // 50: fedhost.v1.ResourceProvider.Reveal:output_type -> fedhost.v1.RevealResponse
+	16, // 51: fedhost.v1.ResourceProvider.Exec:output_type -> fedhost.v1.ExecEvent
+	18, // 52: fedhost.v1.Registrar.Check:output_type -> fedhost.v1.CheckResponse
+	26, // 53: fedhost.v1.Registrar.Register:output_type -> fedhost.v1.DomainResponse
+	26, // 54: fedhost.v1.Registrar.Renew:output_type -> fedhost.v1.DomainResponse
+	26, // 55: fedhost.v1.Registrar.SetNameservers:output_type -> fedhost.v1.DomainResponse
+	28, // 56: fedhost.v1.Registrar.Snapshot:output_type -> fedhost.v1.SnapshotResponse
+	26, // 57: fedhost.v1.Registrar.Transfer:output_type -> fedhost.v1.DomainResponse
+	23, // 58: fedhost.v1.Registrar.AuthCode:output_type -> fedhost.v1.AuthCodeResponse
+	26, // 59: fedhost.v1.Registrar.SetLock:output_type -> fedhost.v1.DomainResponse
+	26, // 60: fedhost.v1.Registrar.RemoveDNSSEC:output_type -> fedhost.v1.DomainResponse
+	29, // 61: fedhost.v1.Registrar.PutContact:output_type -> fedhost.v1.Contact
+	29, // 62: fedhost.v1.Registrar.GetContact:output_type -> fedhost.v1.Contact
+	32, // 63: fedhost.v1.Registrar.ListContacts:output_type -> fedhost.v1.ListContactsResponse
+	33, // 64: fedhost.v1.Registrar.DeleteContact:output_type -> fedhost.v1.DeleteContactResponse
+	26, // 65: fedhost.v1.Registrar.GetDomain:output_type -> fedhost.v1.DomainResponse
+	35, // 66: fedhost.v1.App.Schema:output_type -> fedhost.v1.SchemaResponse
+	38, // 67: fedhost.v1.App.Requests:output_type -> fedhost.v1.RequestsResponse
+	41, // 68: fedhost.v1.App.Render:output_type -> fedhost.v1.RenderResponse
+	44, // 69: fedhost.v1.App.Renames:output_type -> fedhost.v1.RenamesResponse
+	49, // 70: fedhost.v1.App.Operations:output_type -> fedhost.v1.OperationsResponse
+	51, // 71: fedhost.v1.App.VersionGuard:output_type -> fedhost.v1.VersionGuardResponse
+	54, // 72: fedhost.v1.App.RoleGroups:output_type -> fedhost.v1.RoleGroupsResponse
+	48, // 73: fedhost.v1.App.Command:output_type -> fedhost.v1.CommandResponse
+	44, // [44:74] is the sub-list for method output_type
+	14, // [14:44] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_fedhost_proto_init() }
@@ -3188,7 +3681,7 @@ func file_fedhost_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedhost_proto_rawDesc), len(file_fedhost_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   54,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

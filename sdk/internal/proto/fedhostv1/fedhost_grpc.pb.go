@@ -175,6 +175,7 @@ const (
 	ResourceProvider_Deprovision_FullMethodName = "/fedhost.v1.ResourceProvider/Deprovision"
 	ResourceProvider_Status_FullMethodName      = "/fedhost.v1.ResourceProvider/Status"
 	ResourceProvider_Reveal_FullMethodName      = "/fedhost.v1.ResourceProvider/Reveal"
+	ResourceProvider_Exec_FullMethodName        = "/fedhost.v1.ResourceProvider/Exec"
 )
 
 // ResourceProviderClient is the client API for ResourceProvider service.
@@ -188,6 +189,10 @@ type ResourceProviderClient interface {
 	Deprovision(ctx context.Context, in *DeprovisionRequest, opts ...grpc.CallOption) (*DeprovisionResponse, error)
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	Reveal(ctx context.Context, in *RevealRequest, opts ...grpc.CallOption) (*RevealResponse, error)
+	// Exec runs a command in an instance's node, in its working dir with its environment
+	// and files, and streams its output, ending with its exit. Cancelling the call kills
+	// the command's process group.
+	Exec(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecEvent], error)
 }
 
 type resourceProviderClient struct {
@@ -248,6 +253,25 @@ func (c *resourceProviderClient) Reveal(ctx context.Context, in *RevealRequest, 
 	return out, nil
 }
 
+func (c *resourceProviderClient) Exec(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ResourceProvider_ServiceDesc.Streams[0], ResourceProvider_Exec_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ExecRequest, ExecEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ResourceProvider_ExecClient = grpc.ServerStreamingClient[ExecEvent]
+
 // ResourceProviderServer is the server API for ResourceProvider service.
 // All implementations must embed UnimplementedResourceProviderServer
 // for forward compatibility.
@@ -259,6 +283,10 @@ type ResourceProviderServer interface {
 	Deprovision(context.Context, *DeprovisionRequest) (*DeprovisionResponse, error)
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	Reveal(context.Context, *RevealRequest) (*RevealResponse, error)
+	// Exec runs a command in an instance's node, in its working dir with its environment
+	// and files, and streams its output, ending with its exit. Cancelling the call kills
+	// the command's process group.
+	Exec(*ExecRequest, grpc.ServerStreamingServer[ExecEvent]) error
 	mustEmbedUnimplementedResourceProviderServer()
 }
 
@@ -283,6 +311,9 @@ func (UnimplementedResourceProviderServer) Status(context.Context, *StatusReques
 }
 func (UnimplementedResourceProviderServer) Reveal(context.Context, *RevealRequest) (*RevealResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Reveal not implemented")
+}
+func (UnimplementedResourceProviderServer) Exec(*ExecRequest, grpc.ServerStreamingServer[ExecEvent]) error {
+	return status.Error(codes.Unimplemented, "method Exec not implemented")
 }
 func (UnimplementedResourceProviderServer) mustEmbedUnimplementedResourceProviderServer() {}
 func (UnimplementedResourceProviderServer) testEmbeddedByValue()                          {}
@@ -395,6 +426,17 @@ func _ResourceProvider_Reveal_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ResourceProvider_Exec_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ExecRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ResourceProviderServer).Exec(m, &grpc.GenericServerStream[ExecRequest, ExecEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ResourceProvider_ExecServer = grpc.ServerStreamingServer[ExecEvent]
+
 // ResourceProvider_ServiceDesc is the grpc.ServiceDesc for ResourceProvider service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -423,7 +465,13 @@ var ResourceProvider_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _ResourceProvider_Reveal_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Exec",
+			Handler:       _ResourceProvider_Exec_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "fedhost.proto",
 }
 
@@ -1039,6 +1087,7 @@ const (
 	App_Operations_FullMethodName   = "/fedhost.v1.App/Operations"
 	App_VersionGuard_FullMethodName = "/fedhost.v1.App/VersionGuard"
 	App_RoleGroups_FullMethodName   = "/fedhost.v1.App/RoleGroups"
+	App_Command_FullMethodName      = "/fedhost.v1.App/Command"
 )
 
 // AppClient is the client API for App service.
@@ -1054,6 +1103,7 @@ type AppClient interface {
 	Operations(ctx context.Context, in *OperationsRequest, opts ...grpc.CallOption) (*OperationsResponse, error)
 	VersionGuard(ctx context.Context, in *VersionGuardRequest, opts ...grpc.CallOption) (*VersionGuardResponse, error)
 	RoleGroups(ctx context.Context, in *RoleGroupsRequest, opts ...grpc.CallOption) (*RoleGroupsResponse, error)
+	Command(ctx context.Context, in *CommandRequest, opts ...grpc.CallOption) (*CommandResponse, error)
 }
 
 type appClient struct {
@@ -1134,6 +1184,16 @@ func (c *appClient) RoleGroups(ctx context.Context, in *RoleGroupsRequest, opts 
 	return out, nil
 }
 
+func (c *appClient) Command(ctx context.Context, in *CommandRequest, opts ...grpc.CallOption) (*CommandResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommandResponse)
+	err := c.cc.Invoke(ctx, App_Command_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AppServer is the server API for App service.
 // All implementations must embed UnimplementedAppServer
 // for forward compatibility.
@@ -1147,6 +1207,7 @@ type AppServer interface {
 	Operations(context.Context, *OperationsRequest) (*OperationsResponse, error)
 	VersionGuard(context.Context, *VersionGuardRequest) (*VersionGuardResponse, error)
 	RoleGroups(context.Context, *RoleGroupsRequest) (*RoleGroupsResponse, error)
+	Command(context.Context, *CommandRequest) (*CommandResponse, error)
 	mustEmbedUnimplementedAppServer()
 }
 
@@ -1177,6 +1238,9 @@ func (UnimplementedAppServer) VersionGuard(context.Context, *VersionGuardRequest
 }
 func (UnimplementedAppServer) RoleGroups(context.Context, *RoleGroupsRequest) (*RoleGroupsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RoleGroups not implemented")
+}
+func (UnimplementedAppServer) Command(context.Context, *CommandRequest) (*CommandResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Command not implemented")
 }
 func (UnimplementedAppServer) mustEmbedUnimplementedAppServer() {}
 func (UnimplementedAppServer) testEmbeddedByValue()             {}
@@ -1325,6 +1389,24 @@ func _App_RoleGroups_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _App_Command_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommandRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AppServer).Command(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: App_Command_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AppServer).Command(ctx, req.(*CommandRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // App_ServiceDesc is the grpc.ServiceDesc for App service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1359,6 +1441,10 @@ var App_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RoleGroups",
 			Handler:    _App_RoleGroups_Handler,
+		},
+		{
+			MethodName: "Command",
+			Handler:    _App_Command_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
