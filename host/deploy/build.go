@@ -194,6 +194,10 @@ func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, d
 			return fmt.Errorf("%s: result: %w", dns.Name, err)
 		}
 		r.event(store.LevelInfo, "dns", progress(), "zone %s is served by %s", zone.Zone, strings.Join(zone.Nameservers, ", "))
+		// The domain is registered or delegated before a certificate is asked for.
+		if err := r.domainStep(ctx, cfg.Domain, zone); err != nil {
+			return fmt.Errorf("domain: %w", err)
+		}
 		for _, ap := range plans {
 			if ap.TLS != nil {
 				// The certificate answers DNS-01 with the zone's update key, known now.
