@@ -243,7 +243,7 @@ func (e *Engine) runBackups(ctx context.Context, now time.Time, ds []store.Deplo
 }
 
 // Tick is the scheduler's periodic work: due updates, then due certificate renewals
-// (an update renews too), then due backups.
+// (an update renews too), then due backups, then the daily domain snapshots and renewals.
 func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	ds, err := e.opts.Store.ListDeployments(ctx, "")
 	if err != nil {
@@ -252,7 +252,8 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	_, uerr := e.runUpdates(ctx, now, ds)
 	_, rerr := e.runRenewals(ctx, now, ds)
 	_, berr := e.runBackups(ctx, now, ds)
-	return errors.Join(uerr, rerr, berr)
+	derr := e.runDomainRenewals(ctx, now)
+	return errors.Join(uerr, rerr, berr, derr)
 }
 
 // RunRetention deletes what is kept only for a time: the logs of builds finished longer

@@ -299,7 +299,10 @@ func (r *run) domainStep(ctx context.Context, domain string, zone contract.DNSRe
 				return err
 			}
 		}
-	case registrar.StatusPending, registrar.StatusActive, DomainReleased:
+	case DomainReleased:
+		r.event(store.LevelInfo, "domain", 5, "domain %s is released to leave %s: left as it is", domain, rec.Registrar)
+		return nil
+	case registrar.StatusPending, registrar.StatusActive:
 		got = registrar.Domain{Name: domain, Status: rec.State}
 	default:
 		return refuse(CodeConflict, "/domain", "the registration of %s is %s: check the domain and confirm its price again", domain, rec.State)

@@ -288,3 +288,62 @@ func TestDelegationIsCheckedUntilItHolds(t *testing.T) {
 	require.Equal(t, DomainDelegatedOK, rec.State)
 	require.Empty(t, rec.Message)
 }
+
+// The daily job lists the registrar's account, records the expiry, and renews what
+// expires within 30 days by the injected clock, once, at the quoted renewal price; a
+// domain whose renewal is manual is left alone.
+func TestDomainRenewalWhenTheClockSaysDue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupDomains(t)
+	created := time.Now().AddDate(0, 0, -60)
+	for _, name := range []string{"acme.test", "manual.test"} {
+		b.srv.Owned(name, created)
+		renewal := "auto"
+		if name == "manual.test" {
+			renewal = "manual"
+		}
+		require.NoError(t, b.st.PutDomain(ctx, store.Domain{Name: name, DeploymentID: b.d.ID, Owner: "alice", Mode: store.DomainRegistered,
+			Registrar: "porkbun", State: "active", Renewal: renewal}))
+	}
+	expires := created.UTC().Truncate(time.Second).AddDate(1, 0, 0)
+
+	now := time.Now()
+	require.NoError(t, b.e.Tick(ctx, now))
+	rec, err := b.st.GetDomain(ctx, "acme.test")
+	require.NoError(t, err)
+	require.NotNil(t, rec.ExpiresAt)
+	require.True(t, expires.Equal(*rec.ExpiresAt), "%v", rec.ExpiresAt)
+	require.Zero(t, b.srv.Charged(), "not due yet")
+
+	due := expires.Add(-20 * 24 * time.Hour)
+	require.NoError(t, b.e.runDomainRenewals(ctx, due))
+	require.Equal(t, int64(1081), b.srv.Charged(), "acme.test renewed once at 10.81")
+	rec, err = b.st.GetDomain(ctx, "acme.test")
+	require.NoError(t, err)
+	require.True(t, expires.AddDate(1, 0, 0).Equal(*rec.ExpiresAt), "%v", rec.ExpiresAt)
+	evs, err := b.st.DomainEvents(ctx, "acme.test", 10)
+	require.NoError(t, err)
+	require.Equal(t, store.DomainEventRenewal, evs[0].Kind)
+	require.Equal(t, int64(10_810_000), evs[0].CostMicros)
+	require.Equal(t, "USD", evs[0].Currency)
+	manual, err := b.st.DomainEvents(ctx, "manual.test", 10)
+	require.NoError(t, err)
+	for _, ev := range manual {
+		require.NotEqual(t, store.DomainEventRenewal, ev.Kind, "a manual domain is not renewed")
+	}
+
+	require.NoError(t, b.e.runDomainRenewals(ctx, due.Add(time.Hour)))
+	require.NoError(t, b.e.runDomainRenewals(ctx, due.Add(25*time.Hour)))
+	require.Equal(t, int64(1081), b.srv.Charged(), "renewed once: the next day it is not due")
+
+	rel, err := b.e.ReleaseDomain(ctx, "acme.test")
+	require.NoError(t, err)
+	require.Equal(t, "acme.test", rel.Domain)
+	rec, err = b.st.GetDomain(ctx, "acme.test")
+	require.NoError(t, err)
+	require.Equal(t, DomainReleased, rec.State)
+	evs, err = b.st.DomainEvents(ctx, "acme.test", 1)
+	require.NoError(t, err)
+	require.Equal(t, store.DomainEventRelease, evs[0].Kind)
+}
