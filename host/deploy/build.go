@@ -85,6 +85,7 @@ func (e *Engine) Build(ctx context.Context, buildID string, _ func(step, message
 	if uerr := e.opts.Store.UpdateDeployment(context.WithoutCancel(ctx), d.ID, columns); uerr != nil {
 		e.log.Error("recording the deployment's state", "deployment", d.ID, "error", uerr)
 	}
+	r.recordUsage(context.WithoutCancel(ctx), err)
 	return err
 }
 
