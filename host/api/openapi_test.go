@@ -243,6 +243,21 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"Unmigrated":            catalog.Unmigrated{},
 		"Configuration":         catalog.Config{},
 		"AppConfig":             catalog.AppConfig{},
+		"Registrars":            Registrars{},
+		"DomainCheckRequest":    DomainCheckRequest{},
+		"DomainQuote":           DomainQuote{},
+		"Contact":               Contact{},
+		"Domain":                Domain{},
+		"DomainEvent":           DomainEvent{},
+		"DomainRegisterRequest": DomainRegisterRequest{},
+		"DomainRenewRequest":    DomainRenewRequest{},
+		"DomainLockRequest":     DomainLockRequest{},
+		"DomainRenewalRequest":  DomainRenewalRequest{},
+		"AuthCodeAnswer":        AuthCodeAnswer{},
+		"Usage":                 deploy.Usage{},
+		"UsageEvent":            deploy.UsageEvent{},
+		"UsagePeriod":           deploy.UsagePeriod{},
+		"UsageTotal":            deploy.UsageTotal{},
 	} {
 		t.Run(name, func(t *testing.T) {
 			schema, ok := schemas[name].(map[string]any)

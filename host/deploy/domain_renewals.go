@@ -297,3 +297,17 @@ func (e *Engine) ReleaseDomain(ctx context.Context, name string) (Release, error
 	}
 	return out, nil
 }
+
+// DeploymentDomain returns the record of a deployment's domain and its newest events
+// (at most 50).
+func (e *Engine) DeploymentDomain(ctx context.Context, deploymentID string) (store.Domain, []store.DomainEvent, error) {
+	rec, err := e.opts.Store.DeploymentDomain(ctx, deploymentID)
+	if errors.Is(err, store.ErrNotFound) {
+		return rec, nil, refuse(CodeNotFound, "/domain", "this deployment has no domain record yet: check and register one, or deploy to delegate your own")
+	}
+	if err != nil {
+		return rec, nil, err
+	}
+	evs, err := e.opts.Store.DomainEvents(ctx, rec.Name, 50)
+	return rec, evs, err
+}

@@ -293,3 +293,13 @@ func (s *Store) AppPeriodsBetween(ctx context.Context, owner string, from, to ti
 	var ps []AppPeriod
 	return ps, q.Find(&ps).Error
 }
+
+// DeploymentDomain returns the record of a deployment's domain.
+func (s *Store) DeploymentDomain(ctx context.Context, deploymentID string) (Domain, error) {
+	var d Domain
+	err := s.db.WithContext(ctx).Where("deployment_id = ?", deploymentID).Order("updated_at DESC").Take(&d).Error
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return Domain{}, fmt.Errorf("domain of deployment %s: %w", deploymentID, ErrNotFound)
+	}
+	return d, err
+}
