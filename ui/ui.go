@@ -123,6 +123,8 @@ func (u *UI) Mount(app *fiber.App) {
 	app.Get("/deployments/:id/backups/:app/restore/:snapshot", u.signedIn(u.restorePage))
 	app.Post("/deployments/:id/backups/:app/restore/:snapshot", small, u.signedIn(u.restore))
 	app.Get("/builds/:id", u.signedIn(u.build))
+	app.Get("/domains", u.signedIn(u.domains))
+	app.Get("/usage", u.signedIn(u.usage))
 
 	app.Get("/account", u.signedIn(u.account))
 	app.Post("/account/tokens", small, u.signedIn(u.createToken))
@@ -375,6 +377,8 @@ var funcs = template.FuncMap{
 		}{list, action, csrf}
 	},
 	"snapshot": shortSnapshot,
+	"money":    money,
+	"day":      func(t time.Time) string { return t.UTC().Format(time.DateOnly) },
 	// slug is a state as a class name: "renewal due" is state-renewal-due.
 	"slug": func(s string) string { return strings.ReplaceAll(strings.ToLower(s), " ", "-") },
 }
