@@ -18,15 +18,12 @@ import (
 // that expires within 30 days and whose renewal is auto. A registrar that fails is asked
 // again at the next tick; the others go on.
 func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
-	names := e.Registrars()
-	if len(names) == 0 {
-		return nil
-	}
 	recs, err := e.opts.Store.Domains(ctx, "")
 	if err != nil {
 		return err
 	}
-	var errs []error
+	names := e.Registrars()
+	errs := []error{e.recheckDelegations(ctx, recs, now)}
 	for _, name := range names {
 		last, err := e.opts.Store.LastSnapshot(ctx, name)
 		if err != nil {
@@ -45,6 +42,31 @@ func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
 		if err := e.snapshot(ctx, name, held, now); err != nil {
 			e.log.Warn("domain snapshot failed", "registrar", name, "error", err)
 			errs = append(errs, fmt.Errorf("registrar %s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// delegationRecheck is how often an operator's own domain that is not delegated yet is
+// checked again between builds.
+const delegationRecheck = time.Hour
+
+// recheckDelegations checks again, once an hour, each delegated domain whose delegation
+// did not hold yet, so that its page says when it does.
+func (e *Engine) recheckDelegations(ctx context.Context, recs []store.Domain, now time.Time) error {
+	var errs []error
+	for _, rec := range recs {
+		if rec.Mode != store.DomainDelegated || rec.State != DomainAwaitingDelegation || (rec.CheckedAt != nil && now.Sub(*rec.CheckedAt) < delegationRecheck) {
+			continue
+		}
+		want := strings.Fields(rec.Nameservers)
+		holds, _, err := e.CheckDelegation(ctx, rec.Name, want)
+		columns := map[string]any{"checked_at": now.UTC()}
+		if err == nil && holds {
+			columns["state"], columns["message"] = DomainDelegatedOK, ""
+		}
+		if uerr := e.opts.Store.UpdateDomain(ctx, rec.Name, columns); uerr != nil {
+			errs = append(errs, uerr)
 		}
 	}
 	return errors.Join(errs...)

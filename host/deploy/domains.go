@@ -450,7 +450,7 @@ func (e *Engine) CheckDelegation(ctx context.Context, domain string, want []stri
 	m := new(dns.Msg)
 	m.SetQuestion(dns.Fqdn(domain), dns.TypeNS)
 	m.RecursionDesired = true
-	c := &dns.Client{Timeout: 5 * time.Second}
+	c := &dns.Client{Timeout: 3 * time.Second}
 	in, _, err := c.ExchangeContext(ctx, m, server)
 	if err != nil {
 		return false, nil, fmt.Errorf("asking %s: %w", server, err)

@@ -282,11 +282,20 @@ func TestDelegationIsCheckedUntilItHolds(t *testing.T) {
 	mu.Lock()
 	answer = []string{"NS2.provider.test.", "ns1.provider.test."}
 	mu.Unlock()
+	require.NoError(t, e.Tick(ctx, time.Now().Add(30*time.Minute)))
+	rec, err = st.GetDomain(ctx, "acme.test")
+	require.NoError(t, err)
+	require.Equal(t, DomainAwaitingDelegation, rec.State, "checked again once an hour, not at every tick")
+	require.NoError(t, e.Tick(ctx, time.Now().Add(2*time.Hour)))
+	rec, err = st.GetDomain(ctx, "acme.test")
+	require.NoError(t, err)
+	require.Equal(t, DomainDelegatedOK, rec.State, "the scheduler sees the delegation hold")
+	require.Empty(t, rec.Message)
+
 	require.NoError(t, r.domainStep(ctx, "acme.test", zoneNS))
 	rec, err = st.GetDomain(ctx, "acme.test")
 	require.NoError(t, err)
 	require.Equal(t, DomainDelegatedOK, rec.State)
-	require.Empty(t, rec.Message)
 }
 
 // The daily job lists the registrar's account, records the expiry, and renews what
