@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"fmt"
 	"testing"
 	"time"
 
@@ -74,4 +75,29 @@ func TestUsageReportsCostsAndAppPeriodsPerOperatorAndMonth(t *testing.T) {
 
 	_, err = e.Usage(ctx, "alice", to, from)
 	require.Equal(t, "/from", err.(*Error).Location)
+}
+
+// BenchmarkUsage reports a month of 1,000 domain events and 1,000 app periods of 100
+// operators, the superuser's view, on SQLite.
+func BenchmarkUsage(b *testing.B) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.Config{Database: "sqlite", DataDir: b.TempDir()})
+	require.NoError(b, err)
+	b.Cleanup(func() { st.Close() })
+	month := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	e := New(Options{Store: st, Clock: func() time.Time { return month.AddDate(0, 1, 0) }})
+	for i := range 1000 {
+		owner := fmt.Sprintf("op-%d", i%100)
+		_, err := st.RecordDomainEvent(ctx, store.DomainEvent{Time: month.Add(time.Duration(i) * time.Minute), Domain: fmt.Sprintf("d%d.test", i), Owner: owner,
+			Registrar: "porkbun", Kind: store.DomainEventRenewal, CostMicros: 10_810_000, Currency: "USD"})
+		require.NoError(b, err)
+		require.NoError(b, st.RecordAppPeriods(ctx, fmt.Sprintf("dep-%d", i), owner, map[string]string{"miniflux": "instance postgresql"}, month.Add(time.Duration(i)*time.Minute)))
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		u, err := e.Usage(ctx, "", month, month.AddDate(0, 1, 0))
+		if err != nil || len(u.Totals) != 100 {
+			b.Fatalf("%v, %d totals", err, len(u.Totals))
+		}
+	}
 }
