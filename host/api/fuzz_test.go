@@ -32,6 +32,10 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"PUT", "/api/v1/deployments/{id}/update-policy"},
 	{"POST", "/api/v1/deployments/{id}/operations/backup"},
 	{"POST", "/api/v1/users"},
+	{"POST", "/api/v1/contacts"},
+	{"POST", "/api/v1/domains/check"},
+	{"POST", "/api/v1/deployments/{id}/domain/register"},
+	{"PUT", "/api/v1/deployments/{id}/domain/renewal"},
 }
 
 // fuzzContentTypes are what a client may say the body is; the handlers that use
@@ -114,6 +118,10 @@ func FuzzRequestBodies(f *testing.F) {
 		{7, 0, `{"name":"alice","superuser":false}`},
 		{7, 0, `{"name":"Not-A-Valid-User-Name!"}`},
 		{7, 1, "name=bob&superuser=true"},
+		{8, 0, `{"name":"Alice","email":"secret-mail@acme.test","phone":"+49-secret","street":"s","city":"c","postal_code":"p","country":"Secretland"}`},
+		{9, 0, `{"registrar":"secret-registrar","domain":"Secret Domain!"}`},
+		{10, 0, `{"registrar":"secret-registrar","contact_id":"secret-contact","price_micros":9730000,"currency":"USD"}`},
+		{11, 0, `{"renewal":"sometimes-secret"}`},
 		{3, 4, "not json at all"},
 		{3, 5, ""},
 	} {

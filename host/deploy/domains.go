@@ -60,7 +60,7 @@ func (e *Engine) registrarClient(name string) (*registrar.Client, error) {
 	}
 	p, ok := e.opts.Plugins.Find(sdk.KindRegistrar, name, "")
 	if !ok {
-		return nil, refuse(CodeNotFound, "/registrar", "no registrar %q is installed: name one of fedhost.hcl's registrar blocks", bounded(name, 64))
+		return nil, refuse(CodeNotFound, "/registrar", "no such registrar is installed: name one of fedhost.hcl's registrar blocks (GET /api/v1/registrars lists them)")
 	}
 	c, err := p.Client()
 	if err != nil {
