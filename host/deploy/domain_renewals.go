@@ -192,6 +192,10 @@ func (e *Engine) registeredDomain(ctx context.Context, name string) (store.Domai
 		return rec, nil, refuse(CodeConflict, "/domain", "domain %s is not registered through a registrar of this host", name)
 	}
 	c, err := e.registrarClient(rec.Registrar)
+	if he := (*Error)(nil); errors.As(err, &he) && he.Code == CodeNotFound {
+		// The name is the record's, not the caller's: it may be said.
+		return rec, nil, refuse(CodeUnavailable, "/registrar", "registrar %s, which holds this domain, is not installed on this host: ask your hosting provider", rec.Registrar)
+	}
 	return rec, c, err
 }
 
