@@ -35,7 +35,7 @@ func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
 		}
 		held := map[string]store.Domain{}
 		for _, rec := range recs {
-			if rec.Mode == store.DomainRegistered && rec.Registrar == name && rec.State != DomainConfirmed && rec.State != DomainRefused {
+			if rec.Mode == store.DomainRegistered && rec.Registrar == name && rec.State != DomainConfirmed && rec.State != DomainRefused && rec.State != DomainTransferring && rec.State != "transferred_out" {
 				held[rec.Name] = rec
 			}
 		}
@@ -82,6 +82,23 @@ func (e *Engine) snapshot(ctx context.Context, name string, held map[string]stor
 		return registrarError(name, err)
 	}
 	var errs []error
+	listed := map[string]bool{}
+	for _, d := range doms {
+		listed[d.Name] = true
+	}
+	for name, rec := range held {
+		if rec.State == DomainReleased && !listed[name] {
+			// A released domain gone from the account moved to another registrar.
+			if err := e.opts.Store.UpdateDomain(ctx, name, map[string]any{"state": "transferred_out", "checked_at": now.UTC()}); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if _, err := e.opts.Store.RecordDomainEvent(ctx, store.DomainEvent{Domain: name, DeploymentID: rec.DeploymentID, Owner: rec.Owner,
+				Registrar: rec.Registrar, Kind: store.DomainEventTransferOut, Detail: "no longer in the account"}); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
 	for _, d := range doms {
 		rec, ok := held[d.Name]
 		if !ok {
@@ -336,4 +353,92 @@ func (e *Engine) DeploymentDomain(ctx context.Context, deploymentID string) (sto
 	}
 	evs, err := e.opts.Store.DomainEvents(ctx, rec.Name, 50)
 	return rec, evs, err
+}
+
+// DomainTransferring: a transfer in was asked for and not answered yet.
+const DomainTransferring = "transferring"
+
+// TransferConfirmation is an operator's yes to moving their domain to a registrar of
+// the host at the quoted transfer price; AuthCode is never kept.
+type TransferConfirmation struct {
+	Registrar   string
+	Domain      string
+	AuthCode    string
+	ContactID   string
+	PriceMicros int64
+	Currency    string
+}
+
+// TransferDomainIn asks a registrar to move the deployment's domain into the provider's
+// account, under a key recorded before the call: asked again after a failure, it never
+// transfers or charges twice. The auth code goes to the registrar and nowhere else. A
+// transfer the registry keeps pending is followed by the next build, which then sets the
+// nameservers and the lock as for a registration.
+func (e *Engine) TransferDomainIn(ctx context.Context, deploymentID string, c TransferConfirmation) (store.Domain, error) {
+	d, err := e.Deployment(ctx, deploymentID)
+	if err != nil {
+		return store.Domain{}, err
+	}
+	if err := validDomain(c.Domain); err != nil {
+		return store.Domain{}, err
+	}
+	if d.Domain != "" && d.Domain != c.Domain {
+		return store.Domain{}, refuse(CodeConflict, "/domain", "this deployment's domain is %s: transfer that one, or change the deployment's domain first", d.Domain)
+	}
+	if strings.TrimSpace(c.AuthCode) == "" || len(c.AuthCode) > 255 {
+		return store.Domain{}, refuse(CodeInvalidConfiguration, "/auth_code", "give the auth (EPP) code your current registrar hands out")
+	}
+	if c.PriceMicros <= 0 || len(c.Currency) != 3 {
+		return store.Domain{}, refuse(CodeInvalidConfiguration, "/price_micros", "confirm the transfer price and currency the check quoted")
+	}
+	client, err := e.registrarClient(c.Registrar)
+	if err != nil {
+		return store.Domain{}, err
+	}
+	rec, err := e.opts.Store.GetDomain(ctx, c.Domain)
+	switch {
+	case err == nil && rec.DeploymentID != d.ID:
+		return store.Domain{}, refuse(CodeConflict, "/domain", "another deployment has this domain")
+	case err == nil && rec.Mode == store.DomainRegistered && rec.State != DomainTransferring && rec.State != DomainRefused && rec.State != registrar.StatusFailed && rec.State != DomainConfirmed:
+		return store.Domain{}, refuse(CodeConflict, "/domain", "this domain is %s at %s already", rec.State, rec.Registrar)
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return store.Domain{}, err
+	}
+	if rec.State != DomainTransferring || rec.Registrar != c.Registrar || rec.PriceMicros != c.PriceMicros || rec.Currency != c.Currency {
+		rec = store.Domain{Name: c.Domain, DeploymentID: d.ID, Owner: d.Owner, Mode: store.DomainRegistered, Registrar: c.Registrar,
+			State: DomainTransferring, ContactID: c.ContactID, PriceMicros: c.PriceMicros, Currency: c.Currency,
+			ConfirmationKey: "fedhost-" + newKey(), Renewal: "auto"}
+		if err := e.opts.Store.PutDomain(ctx, rec); err != nil {
+			return store.Domain{}, err
+		}
+	}
+	got, err := client.Transfer(ctx, registrar.TransferRequest{Domain: c.Domain, AuthCode: c.AuthCode, PriceMicros: c.PriceMicros, Currency: c.Currency,
+		IdempotencyKey: rec.ConfirmationKey})
+	if err != nil {
+		herr := registrarError(c.Registrar, err)
+		if he := (*Error)(nil); errors.As(herr, &he) && he.Code == CodeInvalidConfiguration {
+			_ = e.opts.Store.UpdateDomain(ctx, c.Domain, map[string]any{"state": DomainRefused, "message": bounded(he.Message, maxDomainMessage)})
+		} else {
+			_ = e.opts.Store.UpdateDomain(ctx, c.Domain, map[string]any{"message": "the registrar did not answer the transfer: ask for it again"})
+		}
+		return store.Domain{}, herr
+	}
+	state := got.Status
+	if state == "" {
+		state = registrar.StatusPending
+	}
+	columns := map[string]any{"state": bounded(state, 32), "message": ""}
+	if !got.Expires.IsZero() {
+		columns["expires_at"] = got.Expires.UTC()
+	}
+	if err := e.opts.Store.UpdateDomain(ctx, c.Domain, columns); err != nil {
+		return store.Domain{}, err
+	}
+	if state != registrar.StatusFailed {
+		if _, err := e.opts.Store.RecordDomainEvent(ctx, store.DomainEvent{Domain: c.Domain, DeploymentID: d.ID, Owner: d.Owner, Registrar: c.Registrar,
+			Kind: store.DomainEventTransferIn, CostMicros: c.PriceMicros, Currency: c.Currency, Detail: "transfer " + bounded(state, 32)}); err != nil {
+			return store.Domain{}, err
+		}
+	}
+	return e.opts.Store.GetDomain(ctx, c.Domain)
 }

@@ -299,6 +299,8 @@ func (r *run) domainStep(ctx context.Context, domain string, zone contract.DNSRe
 				return err
 			}
 		}
+	case DomainTransferring:
+		return refuse(CodeUnavailable, "/domain", "the registrar did not answer the transfer of %s: ask for the transfer again", domain)
 	case DomainReleased:
 		r.event(store.LevelInfo, "domain", 5, "domain %s is released to leave %s: left as it is", domain, rec.Registrar)
 		return nil

@@ -356,3 +356,35 @@ func TestDomainRenewalWhenTheClockSaysDue(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.DomainEventRelease, evs[0].Kind)
 }
+
+// A transfer in is asked for under a key recorded first, with the auth code given to
+// the registrar only; a wrong code is refused naming auth_code; the pending transfer is
+// followed by the next build and recorded with its cost.
+func TestTransferInIsFollowedByTheNextBuild(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupDomains(t)
+	b.srv.External("acme.test", "right-code-123", time.Now().AddDate(0, 6, 0))
+	confirm := TransferConfirmation{Registrar: "porkbun", Domain: "acme.test", AuthCode: "wrong-code-456", PriceMicros: 9_730_000, Currency: "USD"}
+	_, err := b.e.TransferDomainIn(ctx, b.d.ID, confirm)
+	require.Error(t, err)
+	require.Equal(t, "/auth_code", err.(*Error).Location, "%v", err)
+	require.NotContains(t, err.Error(), "wrong-code-456")
+	require.Zero(t, b.srv.Charged())
+
+	confirm.AuthCode = "right-code-123"
+	rec, err := b.e.TransferDomainIn(ctx, b.d.ID, confirm)
+	require.NoError(t, err)
+	require.Equal(t, "pending", rec.State)
+	require.NotContains(t, fmt.Sprintf("%+v", rec), "right-code-123", "the auth code is not kept")
+	require.NoError(t, b.step(t))
+	rec, err = b.st.GetDomain(ctx, "acme.test")
+	require.NoError(t, err)
+	require.Equal(t, "active", rec.State)
+	require.Equal(t, "ns1.provider.test ns2.provider.test", rec.Nameservers)
+	require.Equal(t, int64(973), b.srv.Charged())
+	evs, err := b.st.DomainEvents(ctx, "acme.test", 10)
+	require.NoError(t, err)
+	require.Equal(t, store.DomainEventTransferIn, evs[len(evs)-1].Kind)
+	require.Equal(t, int64(9_730_000), evs[len(evs)-1].CostMicros)
+}
