@@ -22,6 +22,7 @@ func (h *handlers) domainRoutes(r fiber.Router) {
 	h.route(r, put, "/contacts/:contact", Signed, "contact.update", h.putContact)
 	h.route(r, get, "/deployments/:id/domain", Owner, "", h.getDomain)
 	h.route(r, post, "/deployments/:id/domain/register", Owner, "domain.register", h.registerDomain)
+	h.route(r, post, "/deployments/:id/domain/transfer", Owner, "domain.transfer", h.transferDomain)
 	h.route(r, post, "/deployments/:id/domain/renew", Owner, "domain.renew", h.renewDomain)
 	h.route(r, put, "/deployments/:id/domain/lock", Owner, "domain.lock", h.lockDomain)
 	h.route(r, put, "/deployments/:id/domain/renewal", Owner, "domain.renewal", h.setRenewal)
@@ -96,6 +97,17 @@ type DomainEvent struct {
 type DomainRegisterRequest struct {
 	Registrar   string `json:"registrar"`
 	Domain      string `json:"domain"`
+	ContactID   string `json:"contact_id"`
+	PriceMicros int64  `json:"price_micros"`
+	Currency    string `json:"currency"`
+}
+
+// DomainTransferRequest moves the deployment's domain into the provider's account at
+// the quoted transfer price.
+type DomainTransferRequest struct {
+	Registrar   string `json:"registrar"`
+	Domain      string `json:"domain"`
+	AuthCode    string `json:"auth_code"`
 	ContactID   string `json:"contact_id"`
 	PriceMicros int64  `json:"price_micros"`
 	Currency    string `json:"currency"`
@@ -240,6 +252,26 @@ func (h *handlers) registerDomain(c *fiber.Ctx) error {
 	}
 	rec, err := h.d.Engine.ConfirmRegistration(c.UserContext(), c.Params("id"), deploy.Confirmation{Registrar: req.Registrar, Domain: req.Domain,
 		ContactID: req.ContactID, PriceMicros: req.PriceMicros, Currency: req.Currency})
+	if err != nil {
+		return err
+	}
+	return c.Status(fiber.StatusAccepted).JSON(toDomain(rec, nil))
+}
+
+func (h *handlers) transferDomain(c *fiber.Ctx) error {
+	var req DomainTransferRequest
+	if err := json.Unmarshal(c.Body(), &req); err != nil {
+		return badBody(`{"registrar", "auth_code", "price_micros", "currency"}, the transfer price as the check quoted it`)
+	}
+	if req.Domain == "" {
+		d, err := h.d.Engine.Deployment(c.UserContext(), c.Params("id"))
+		if err != nil {
+			return err
+		}
+		req.Domain = d.Domain
+	}
+	rec, err := h.d.Engine.TransferDomainIn(c.UserContext(), c.Params("id"), deploy.TransferConfirmation{Registrar: req.Registrar, Domain: req.Domain,
+		AuthCode: req.AuthCode, ContactID: req.ContactID, PriceMicros: req.PriceMicros, Currency: req.Currency})
 	if err != nil {
 		return err
 	}

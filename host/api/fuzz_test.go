@@ -36,6 +36,7 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"POST", "/api/v1/domains/check"},
 	{"POST", "/api/v1/deployments/{id}/domain/register"},
 	{"PUT", "/api/v1/deployments/{id}/domain/renewal"},
+	{"POST", "/api/v1/deployments/{id}/domain/transfer"},
 }
 
 // fuzzContentTypes are what a client may say the body is; the handlers that use
@@ -122,6 +123,7 @@ func FuzzRequestBodies(f *testing.F) {
 		{9, 0, `{"registrar":"secret-registrar","domain":"Secret Domain!"}`},
 		{10, 0, `{"registrar":"secret-registrar","contact_id":"secret-contact","price_micros":9730000,"currency":"USD"}`},
 		{11, 0, `{"renewal":"sometimes-secret"}`},
+		{12, 0, `{"registrar":"porkbun","auth_code":"secret-auth-code","price_micros":9730000,"currency":"USD"}`},
 		{3, 4, "not json at all"},
 		{3, 5, ""},
 	} {

@@ -251,6 +251,7 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"DomainEvent":           DomainEvent{},
 		"DomainRegisterRequest": DomainRegisterRequest{},
 		"DomainRenewRequest":    DomainRenewRequest{},
+		"DomainTransferRequest": DomainTransferRequest{},
 		"DomainLockRequest":     DomainLockRequest{},
 		"DomainRenewalRequest":  DomainRenewalRequest{},
 		"AuthCodeAnswer":        AuthCodeAnswer{},
