@@ -304,7 +304,15 @@ func (r *run) domainStep(ctx context.Context, domain string, zone contract.DNSRe
 	case DomainReleased:
 		r.event(store.LevelInfo, "domain", 5, "domain %s is released to leave %s: left as it is", domain, rec.Registrar)
 		return nil
-	case registrar.StatusPending, registrar.StatusActive:
+	case registrar.StatusActive:
+		if sameNames(strings.Fields(rec.Nameservers), zone.Nameservers) {
+			// Delegated as it should be: the registrar is not asked, so one that is down
+			// fails no build.
+			r.event(store.LevelInfo, "domain", 7, "domain %s is active at %s, delegated to the zone's nameservers", domain, rec.Registrar)
+			return nil
+		}
+		got = registrar.Domain{Name: domain, Status: rec.State}
+	case registrar.StatusPending:
 		got = registrar.Domain{Name: domain, Status: rec.State}
 	default:
 		return refuse(CodeConflict, "/domain", "the registration of %s is %s: check the domain and confirm its price again", domain, rec.State)
