@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -79,6 +80,7 @@ func (e *env) domainsCommand() *cobra.Command {
 	}
 
 	var years int
+	var authCodeFile string
 	renew := &cobra.Command{
 		Use:   "renew DEPLOYMENT [--years N]",
 		Short: "Renew the deployment's domain now",
@@ -101,6 +103,36 @@ func (e *env) domainsCommand() *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error {
 			return r.showDomain(c, http.MethodPut, args[0], "/lock", []byte(`{"locked":false}`))
 		},
+	}
+	renewal := &cobra.Command{
+		Use: "renewal DEPLOYMENT auto|manual", Short: "Set whether the daily job renews the deployment's domain", Args: cobra.ExactArgs(2),
+		RunE: func(c *cobra.Command, args []string) error {
+			body, _ := json.Marshal(api.DomainRenewalRequest{Renewal: args[1]})
+			return r.showDomain(c, http.MethodPut, args[0], "/renewal", body)
+		},
+	}
+	var tr api.DomainTransferRequest
+	transfer := &cobra.Command{
+		Use:   "transfer DEPLOYMENT --registrar NAME --auth-code-file FILE --price MICROS --currency CUR",
+		Short: "Move the deployment's domain into the provider's account at the quoted transfer price",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			code, err := os.ReadFile(authCodeFile)
+			if err != nil {
+				return fmt.Errorf("--auth-code-file: %w", err)
+			}
+			tr.AuthCode = strings.TrimSpace(string(code))
+			body, _ := json.Marshal(tr)
+			return r.showDomain(c, http.MethodPost, args[0], "/transfer", body)
+		},
+	}
+	transfer.Flags().StringVar(&tr.Registrar, "registrar", "", "the registrar to move the domain to (required)")
+	transfer.Flags().StringVar(&authCodeFile, "auth-code-file", "", "a file holding the auth (EPP) code of the current registrar (required; a file keeps the code out of the shell history)")
+	transfer.Flags().Int64Var(&tr.PriceMicros, "price", 0, "the transfer price check quoted, in millionths (required)")
+	transfer.Flags().StringVar(&tr.Currency, "currency", "", "the currency check quoted (required)")
+	transfer.Flags().StringVar(&tr.Domain, "domain", "", "the domain, when the deployment has none yet")
+	for _, f := range []string{"registrar", "auth-code-file", "price", "currency"} {
+		_ = transfer.MarkFlagRequired(f)
 	}
 	show := &cobra.Command{
 		Use: "show DEPLOYMENT", Short: "Show the deployment's domain: state, registrar, expiry, lock, nameservers, DNSSEC and events", Args: cobra.ExactArgs(1),
@@ -164,7 +196,7 @@ func (e *env) domainsCommand() *cobra.Command {
 		add.Flags().StringVar(f.p, f.name, "", f.help)
 	}
 	contacts.AddCommand(add)
-	cmd.AddCommand(check, register, renew, lock, unlock, show, authcode, contacts)
+	cmd.AddCommand(check, register, transfer, renew, renewal, lock, unlock, show, authcode, contacts)
 	return cmd
 }
 

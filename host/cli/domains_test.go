@@ -80,6 +80,12 @@ func TestDomainsCommandsAgainstTheAPI(t *testing.T) {
 	require.Contains(t, out, "ns1.provider.test ns2.provider.test")
 	require.Contains(t, out, "registration 9.73 USD")
 
+	out, stderr, code = runCLI(append([]string{"domains", "renewal", d.ID, "manual"}, flags...)...)
+	require.Zero(t, code, stderr)
+	require.Regexp(t, `renewal\s+manual`, out)
+	_, stderr, code = runCLI(append([]string{"domains", "renewal", d.ID, "sometimes"}, flags...)...)
+	require.NotZero(t, code)
+	require.Contains(t, stderr, "/renewal")
 	_, stderr, code = runCLI(append([]string{"domains", "check", "acme.test", "--registrar", "porkbun"}, flags...)...)
 	require.NotZero(t, code)
 	require.Contains(t, stderr, "no such registrar is installed")
