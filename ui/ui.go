@@ -139,6 +139,8 @@ func (u *UI) Mount(app *fiber.App) {
 	app.Get("/deployments/:id/runs/:run", u.signedIn(u.runPage))
 	app.Post("/deployments/:id/runs/:run/cancel", small, u.signedIn(u.cancelRun))
 	app.Get("/builds/:id", u.signedIn(u.build))
+	app.Get("/domains", u.signedIn(u.domains))
+	app.Get("/usage", u.signedIn(u.usage))
 
 	app.Get("/account", u.signedIn(u.account))
 	app.Post("/account/tokens", small, u.signedIn(u.createToken))
@@ -402,6 +404,8 @@ var funcs = template.FuncMap{
 		}
 		return m
 	},
+	"money":    money,
+	"day":      func(t time.Time) string { return t.UTC().Format(time.DateOnly) },
 	// slug is a state as a class name: "renewal due" is state-renewal-due.
 	"slug": func(s string) string { return strings.ReplaceAll(strings.ToLower(s), " ", "-") },
 }

@@ -86,6 +86,7 @@ func (h *handlers) routes(r fiber.Router) {
 	h.route(r, post, "/users/:name/reset-password", Superuser, "user.reset_password", h.accountChange("user.reset_password", true, h.resetPassword))
 	h.route(r, get, "/jobs", Superuser, "", h.listJobs)
 	h.route(r, post, "/jobs/:id/cancel", Superuser, "build.cancel", h.cancelJob)
+	h.domainRoutes(r)
 }
 
 // ownEvents keeps the events of the caller: what it did, and what was done to it.

@@ -34,6 +34,11 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"POST", "/api/v1/users"},
 	{"POST", "/api/v1/deployments/{id}/users"},
 	{"POST", "/api/v1/password-links/use"},
+	{"POST", "/api/v1/contacts"},
+	{"POST", "/api/v1/domains/check"},
+	{"POST", "/api/v1/deployments/{id}/domain/register"},
+	{"PUT", "/api/v1/deployments/{id}/domain/renewal"},
+	{"POST", "/api/v1/deployments/{id}/domain/transfer"},
 }
 
 // fuzzContentTypes are what a client may say the body is; the handlers that use
@@ -116,6 +121,11 @@ func FuzzRequestBodies(f *testing.F) {
 		{7, 0, `{"name":"alice","superuser":false}`},
 		{7, 0, `{"name":"Not-A-Valid-User-Name!"}`},
 		{7, 1, "name=bob&superuser=true"},
+		{8, 0, `{"name":"Alice","email":"secret-mail@acme.test","phone":"+49-secret","street":"s","city":"c","postal_code":"p","country":"Secretland"}`},
+		{9, 0, `{"registrar":"secret-registrar","domain":"Secret Domain!"}`},
+		{10, 0, `{"registrar":"secret-registrar","contact_id":"secret-contact","price_micros":9730000,"currency":"USD"}`},
+		{11, 0, `{"renewal":"sometimes-secret"}`},
+		{12, 0, `{"registrar":"porkbun","auth_code":"secret-auth-code","price_micros":9730000,"currency":"USD"}`},
 		{3, 4, "not json at all"},
 		{3, 5, ""},
 	} {

@@ -263,6 +263,22 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"OutputEvent":           OutputEvent{},
 		"Schedule":              Schedule{},
 		"ScheduleRequest":       ScheduleRequest{},
+		"Registrars":            Registrars{},
+		"DomainCheckRequest":    DomainCheckRequest{},
+		"DomainQuote":           DomainQuote{},
+		"Contact":               Contact{},
+		"Domain":                Domain{},
+		"DomainEvent":           DomainEvent{},
+		"DomainRegisterRequest": DomainRegisterRequest{},
+		"DomainRenewRequest":    DomainRenewRequest{},
+		"DomainTransferRequest": DomainTransferRequest{},
+		"DomainLockRequest":     DomainLockRequest{},
+		"DomainRenewalRequest":  DomainRenewalRequest{},
+		"AuthCodeAnswer":        AuthCodeAnswer{},
+		"Usage":                 deploy.Usage{},
+		"UsageEvent":            deploy.UsageEvent{},
+		"UsagePeriod":           deploy.UsagePeriod{},
+		"UsageTotal":            deploy.UsageTotal{},
 	} {
 		t.Run(name, func(t *testing.T) {
 			schema, ok := schemas[name].(map[string]any)

@@ -52,7 +52,7 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 	root.SetErr(stderr)
 	config.RegisterFlags(root.PersistentFlags())
 	e.flags = root.PersistentFlags()
-	root.AddCommand(e.serveCommand(), e.pluginsCommand(), e.deploymentsCommand(), e.usersCommand(), e.auditCommand(), e.caCommand(), e.versionCommand())
+	root.AddCommand(e.serveCommand(), e.pluginsCommand(), e.deploymentsCommand(), e.domainsCommand(), e.usersCommand(), e.auditCommand(), e.caCommand(), e.versionCommand())
 	return root
 }
 

@@ -255,7 +255,8 @@ func (e *Engine) runBackups(ctx context.Context, now time.Time, ds []store.Deplo
 }
 
 // Tick is the scheduler's periodic work: due updates, then due certificate renewals
-// (an update renews too), then due backups, then due restore drills.
+// (an update renews too), then due backups, then due restore drills, then the
+// apps' scheduled operations, then the daily domain snapshots and renewals.
 func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	ds, err := e.opts.Store.ListDeployments(ctx, "")
 	if err != nil {
@@ -266,7 +267,8 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	_, berr := e.runBackups(ctx, now, ds)
 	_, derr := e.runDrills(ctx, now, ds)
 	_, serr := e.runSchedules(ctx, now)
-	return errors.Join(uerr, rerr, berr, derr, serr)
+	domerr := e.runDomainRenewals(ctx, now)
+	return errors.Join(uerr, rerr, berr, derr, serr, domerr)
 }
 
 // RunRetention deletes what is kept only for a time: the logs of builds finished longer

@@ -85,6 +85,7 @@ func (e *Engine) Build(ctx context.Context, buildID string, _ func(step, message
 	if uerr := e.opts.Store.UpdateDeployment(context.WithoutCancel(ctx), d.ID, columns); uerr != nil {
 		e.log.Error("recording the deployment's state", "deployment", d.ID, "error", uerr)
 	}
+	r.recordUsage(context.WithoutCancel(ctx), err)
 	return err
 }
 
@@ -194,6 +195,10 @@ func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, d
 			return fmt.Errorf("%s: result: %w", dns.Name, err)
 		}
 		r.event(store.LevelInfo, "dns", progress(), "zone %s is served by %s", zone.Zone, strings.Join(zone.Nameservers, ", "))
+		// The domain is registered or delegated before a certificate is asked for.
+		if err := r.domainStep(ctx, cfg.Domain, zone); err != nil {
+			return fmt.Errorf("domain: %w", err)
+		}
 		for _, ap := range plans {
 			if ap.TLS != nil {
 				// The certificate answers DNS-01 with the zone's update key, known now.

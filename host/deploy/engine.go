@@ -63,6 +63,12 @@ type Options struct {
 	// MaxDeploymentsPerOperator bounds the deployments, destroyed ones not counted, that
 	// an operator who is not a superuser may hold; 0 sets no limit.
 	MaxDeploymentsPerOperator int
+	// DomainFollow is how long a build follows a registration the registry keeps pending
+	// (2 min), reading it every DomainFollowInterval (10 s).
+	DomainFollow, DomainFollowInterval time.Duration
+	// DelegationResolver is the resolver (host:port) asked whether an operator's own
+	// domain is delegated to the zone's nameservers; the system's when empty.
+	DelegationResolver string
 }
 
 // Engine runs submits and builds.

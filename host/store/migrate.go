@@ -29,6 +29,7 @@ var migrations = []migration{
 	migrate9,
 	migrate10,
 	migrateRuns,
+	migrate12,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -324,6 +325,81 @@ func migrate10(tx *gorm.DB) error {
 			updated_at {ts} NOT NULL,
 			PRIMARY KEY (tenant, instance)
 		)`,
+	)
+}
+
+// migrate12 keeps the life of domains: operators' contacts, each deployment's domain as
+// delegated or registered (with the confirmation key recorded before a registration is
+// asked for), the registrars' daily snapshots, the domain events with their costs, and
+// the periods each app of a deployment was enabled (usage, for billing).
+func migrate12(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE contacts (
+			id text PRIMARY KEY,
+			owner text NOT NULL,
+			name text NOT NULL,
+			organization text NOT NULL,
+			email text NOT NULL,
+			phone text NOT NULL,
+			street text NOT NULL,
+			city text NOT NULL,
+			postal_code text NOT NULL,
+			country text NOT NULL,
+			created_at {ts} NOT NULL,
+			updated_at {ts} NOT NULL
+		)`,
+		`CREATE INDEX contacts_owner ON contacts (owner)`,
+		`CREATE TABLE domains (
+			name text PRIMARY KEY,
+			deployment_id text NOT NULL,
+			owner text NOT NULL,
+			mode text NOT NULL CHECK (mode IN ('delegated', 'registered')),
+			registrar text NOT NULL,
+			state text NOT NULL,
+			contact_id text NOT NULL,
+			price_micros bigint NOT NULL,
+			currency text NOT NULL,
+			confirmation_key text NOT NULL,
+			renewal text NOT NULL DEFAULT 'auto' CHECK (renewal IN ('auto', 'manual')),
+			expires_at {ts},
+			locked boolean NOT NULL DEFAULT false,
+			dnssec boolean NOT NULL DEFAULT false,
+			nameservers text NOT NULL,
+			message text NOT NULL,
+			checked_at {ts},
+			updated_at {ts} NOT NULL
+		)`,
+		`CREATE INDEX domains_deployment_id ON domains (deployment_id)`,
+		`CREATE INDEX domains_owner ON domains (owner)`,
+		`CREATE TABLE registrar_snapshots (
+			registrar text PRIMARY KEY,
+			taken_at {ts} NOT NULL,
+			domains integer NOT NULL
+		)`,
+		`CREATE TABLE domain_events (
+			id text PRIMARY KEY,
+			time {ts} NOT NULL,
+			domain text NOT NULL,
+			deployment_id text NOT NULL,
+			owner text NOT NULL,
+			registrar text NOT NULL,
+			kind text NOT NULL,
+			cost_micros bigint NOT NULL,
+			currency text NOT NULL,
+			detail text NOT NULL
+		)`,
+		`CREATE INDEX domain_events_domain ON domain_events (domain, time)`,
+		`CREATE INDEX domain_events_owner ON domain_events (owner, time)`,
+		`CREATE TABLE app_periods (
+			deployment_id text NOT NULL,
+			app text NOT NULL,
+			started_at {ts} NOT NULL,
+			owner text NOT NULL,
+			ended_at {ts},
+			resources text NOT NULL,
+			PRIMARY KEY (deployment_id, app, started_at)
+		)`,
+		`CREATE INDEX app_periods_owner ON app_periods (owner, started_at)`,
 	)
 }
 
