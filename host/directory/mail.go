@@ -161,3 +161,26 @@ func linkMessage(from, domain string, m LinkMail) ([]byte, error) {
 	}
 	return b.Bytes(), nil
 }
+
+// MailAccount returns a deployment's mail account and its password, a nil account when
+// it has none (deploy.Engine.Mail).
+type MailAccount func(ctx context.Context, deploymentID string) (*contract.SMTPResult, []byte, error)
+
+// MailLink mails m through the deployment's account and reports whether it did: not
+// when the user has no address or the deployment no account.
+func MailLink(ctx context.Context, account MailAccount, deploymentID string, m LinkMail) (bool, error) {
+	if m.To == "" {
+		return false, nil
+	}
+	acct, password, err := account(ctx, deploymentID)
+	if err != nil {
+		return false, fmt.Errorf("the deployment's mail account: %w", err)
+	}
+	if acct == nil {
+		return false, nil
+	}
+	if err := SendLink(ctx, *acct, password, m); err != nil {
+		return false, err
+	}
+	return true, nil
+}
