@@ -83,3 +83,31 @@ func BenchmarkSendLink(b *testing.B) {
 		}
 	}
 }
+
+// An account that says starttls gets its password and the link over TLS only: mailpit
+// here requires STARTTLS, with a certificate of a CA made for the test that stands in
+// for the system's roots (SSL_CERT_FILE, read once per process: so not parallel, and
+// before the parallel tests).
+func TestSendLinkOverSTARTTLS(t *testing.T) {
+	ctx := context.Background()
+	s, stop, err := mailpittest.Start(t.TempDir(), mailpittest.Options{Users: map[string]string{"acme.mail": "the account's password"}, STARTTLS: true})
+	require.NoError(t, err)
+	t.Cleanup(stop)
+	t.Setenv("SSL_CERT_FILE", s.CAFile)
+	host, p, err := net.SplitHostPort(s.SMTPAddr)
+	require.NoError(t, err)
+	port, err := strconv.Atoi(p)
+	require.NoError(t, err)
+	acct := contract.SMTPResult{Host: host, Port: port, User: "acme.mail", From: "noreply@acme.test", TLS: "starttls"}
+	m := directory.LinkMail{To: "dave@example.net", URL: "https://fedhost.acme.test/set-password#" + strings.Repeat("y", 43), Purpose: store.LinkReset, Expires: time.Now().Add(time.Hour)}
+	require.NoError(t, directory.SendLink(ctx, acct, []byte("the account's password"), m))
+	msg, err := s.WaitFor(ctx, "to:dave@example.net")
+	require.NoError(t, err)
+	require.Equal(t, "Choose a new password at acme.test", msg.Subject)
+
+	acct.TLS = "none"
+	err = directory.SendLink(ctx, acct, []byte("the account's password"), m)
+	require.Error(t, err, "mailpit requires STARTTLS")
+	require.Contains(t, err.Error(), "refused")
+	require.NotContains(t, err.Error(), "the account's password")
+}
