@@ -31,9 +31,11 @@ type usersData struct {
 	Groups []groupOffer
 	// Pending is, by user name, the purpose and expiry of an unused link.
 	Pending map[string]store.PasswordLink
-	// Link is a link just made, shown this once, for LinkUser.
-	Link, LinkUser string
-	LinkExpires    time.Time
+	// Link is a link just made, shown this once, for LinkUser; SentTo is the address it
+	// was mailed to instead, MailError why mailing it failed.
+	Link, LinkUser    string
+	LinkExpires       time.Time
+	SentTo, MailError string
 	// Field is the form field the error is about.
 	Field string
 	// Form is what the add form sent, shown again when it was refused.
@@ -177,16 +179,25 @@ func (u *UI) addUser(c *fiber.Ctx, s *session) error {
 	if err != nil {
 		return u.userRefused(c, s, d, usersData{Form: nu}, err)
 	}
-	return u.issueLink(c, s, d, nu.Name, store.LinkInvitation, fiber.StatusCreated)
+	return u.issueLink(c, s, d, nu.Name, nu.Email, store.LinkInvitation, fiber.StatusCreated)
 }
 
-// issueLink makes a link for name and shows it once on the users page.
-func (u *UI) issueLink(c *fiber.Ctx, s *session, d store.Deployment, name, purpose string, status int) error {
+// issueLink makes a link for name and mails it to email through the deployment's mail
+// account, or shows it once on the users page: without either, or when the mail fails.
+func (u *UI) issueLink(c *fiber.Ctx, s *session, d store.Deployment, name, email, purpose string, status int) error {
 	token, expires, err := u.links().Issue(s.ctx, d.ID, name, purpose, s.ID)
 	if err != nil {
 		return err
 	}
-	return u.showUsers(c, s, d, status, usersData{Link: c.BaseURL() + setPasswordPath + "#" + token, LinkUser: name, LinkExpires: expires})
+	data := usersData{Link: c.BaseURL() + setPasswordPath + "#" + token, LinkUser: name, LinkExpires: expires}
+	sent, err := directory.MailLink(s.ctx, u.d.Engine.Mail, d.ID, directory.LinkMail{To: email, URL: data.Link, Purpose: purpose, Expires: expires})
+	switch {
+	case err != nil:
+		data.MailError = err.Error()
+	case sent:
+		data.Link, data.SentTo = "", email
+	}
+	return u.showUsers(c, s, d, status, data)
 }
 
 // changeUser disables, enables, deletes or resets a user.
@@ -205,6 +216,7 @@ func (u *UI) changeUser(c *fiber.Ctx, s *session) error {
 		return err
 	}
 	name := c.Params("user")
+	var email string
 	switch change {
 	case "disable", "enable":
 		err = dir.SetDisabled(name, change == "disable")
@@ -213,7 +225,9 @@ func (u *UI) changeUser(c *fiber.Ctx, s *session) error {
 			err = u.d.Store.DeletePasswordLinks(s.ctx, d.ID, name)
 		}
 	case "reset":
-		_, err = dir.User(name)
+		var user directory.User
+		user, err = dir.User(name)
+		email = user.Email
 	}
 	if rerr := u.recordUser(s, action, d, name, err); rerr != nil {
 		return rerr
@@ -222,7 +236,7 @@ func (u *UI) changeUser(c *fiber.Ctx, s *session) error {
 		return u.userRefused(c, s, d, usersData{}, err)
 	}
 	if change == "reset" {
-		return u.issueLink(c, s, d, name, store.LinkReset, fiber.StatusOK)
+		return u.issueLink(c, s, d, name, email, store.LinkReset, fiber.StatusOK)
 	}
 	return c.Redirect("/deployments/"+d.ID+"/users", fiber.StatusSeeOther)
 }

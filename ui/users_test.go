@@ -34,13 +34,26 @@ import (
 // deployment's subtree and the embedded secret provider that keeps its bind password.
 func setupDirectory(t *testing.T) (*bundle, *plugins.Manager) {
 	t.Helper()
+	return setupDirectoryMail(t, nil)
+}
+
+// setupDirectoryMail is setupDirectory with, when relay is set, the relay provider of
+// smtp run with those settings.
+func setupDirectoryMail(t *testing.T, relay json.RawMessage) (*bundle, *plugins.Manager) {
+	t.Helper()
 	ctx := context.Background()
 	srv, stop, err := ldaptest.Start(t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(stop)
 	dir := t.TempDir()
 	lock := plugins.Lock{}
-	for name, pkg := range map[string]string{"fedhost-resource-openldap": "../plugins/resources/openldap", "fedhost-resource-embedded": "../plugins/resources/embedded"} {
+	pkgs := map[string]string{"fedhost-resource-openldap": "../plugins/resources/openldap", "fedhost-resource-embedded": "../plugins/resources/embedded"}
+	environment := []config.Resource{{Type: contract.Secret, Provider: "embedded"}, {Type: contract.LDAP, Provider: "openldap"}}
+	if relay != nil {
+		pkgs["fedhost-resource-relay"] = "../plugins/resources/relay"
+		environment = append(environment, config.Resource{Type: contract.SMTP, Provider: "relay"})
+	}
+	for name, pkg := range pkgs {
 		bin := filepath.Join(dir, name)
 		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 		require.NoError(t, err, "go build %s: %s", pkg, out)
@@ -53,6 +66,9 @@ func setupDirectory(t *testing.T) (*bundle, *plugins.Manager) {
 		if d.Name == "openldap" {
 			return fmt.Appendf(nil, `{"url":%q,"base_dn":%q,"admin_dn":%q,"admin_password_file":%q}`, srv.URL, srv.BaseDN, srv.AdminDN, srv.AdminPasswordFile), true
 		}
+		if d.Name == "relay" {
+			return relay, true
+		}
 		return nil, true
 	}})
 	require.NoError(t, err)
@@ -60,7 +76,7 @@ func setupDirectory(t *testing.T) (*bundle, *plugins.Manager) {
 	t.Cleanup(m.Stop)
 	b := setupWith(t, func(o *deploy.Options, d *ui.Deps) {
 		o.Plugins = m
-		o.Environment = []config.Resource{{Type: contract.Secret, Provider: "embedded"}, {Type: contract.LDAP, Provider: "openldap"}}
+		o.Environment = environment
 		d.Plugins = m
 	})
 	return b, m

@@ -30,11 +30,17 @@ type PendingLink struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// PasswordLink is a new link, shown once: fedhost keeps only its digest.
+// PasswordLink is a new link: mailed to the user when the deployment has a mail account
+// and the user an address, else shown once (URL). fedhost keeps only its digest.
 type PasswordLink struct {
-	URL       string    `json:"url"`
+	// URL is empty when the link was mailed.
+	URL       string    `json:"url,omitempty"`
 	Purpose   string    `json:"purpose"`
 	ExpiresAt time.Time `json:"expires_at"`
+	// SentTo is the address the link was mailed to.
+	SentTo string `json:"sent_to,omitempty"`
+	// MailError says why mailing the link failed; URL then shows it.
+	MailError string `json:"mail_error,omitempty"`
 }
 
 // DirectoryGroup is a group of the directory with what the apps say it gives.
@@ -173,7 +179,7 @@ func (h *handlers) addDirectoryUser(c *fiber.Ctx) error {
 	if err := dir.Add(u); err != nil {
 		return err
 	}
-	link, err := h.newPasswordLink(c, body.Name, store.LinkInvitation)
+	link, err := h.newPasswordLink(c, body.Name, body.Email, store.LinkInvitation)
 	if err != nil {
 		return err
 	}
@@ -241,10 +247,11 @@ func (h *handlers) deleteDirectoryUser() fiber.Handler {
 
 func (h *handlers) resetDirectoryUser() fiber.Handler {
 	return h.directoryUserChange(func(c *fiber.Ctx, dir *directory.Directory, name string) error {
-		if _, err := dir.User(name); err != nil {
+		u, err := dir.User(name)
+		if err != nil {
 			return err
 		}
-		link, err := h.newPasswordLink(c, name, store.LinkReset)
+		link, err := h.newPasswordLink(c, name, u.Email, store.LinkReset)
 		if err != nil {
 			return err
 		}
@@ -267,16 +274,25 @@ func (h *handlers) setDirectoryMembership(member bool) fiber.Handler {
 	})
 }
 
-// newPasswordLink makes a one-time link for a user of the route's deployment. Mail is
-// the seam for sending it once an smtp resource exists: today the link goes back to the
-// operator, once.
-func (h *handlers) newPasswordLink(c *fiber.Ctx, name, purpose string) (PasswordLink, error) {
+// newPasswordLink makes a one-time link for a user of the route's deployment and mails
+// it to email through the deployment's mail account; without either, or when the mail
+// fails (MailError says why), the link goes back to the operator, once.
+func (h *handlers) newPasswordLink(c *fiber.Ctx, name, email, purpose string) (PasswordLink, error) {
 	cl, _ := callerOf(c)
-	token, expires, err := h.d.links().Issue(c.UserContext(), c.Params("id"), name, purpose, cl.user.ID)
+	ctx := c.UserContext()
+	token, expires, err := h.d.links().Issue(ctx, c.Params("id"), name, purpose, cl.user.ID)
 	if err != nil {
 		return PasswordLink{}, err
 	}
-	return PasswordLink{URL: c.BaseURL() + PasswordPage + "#" + token, Purpose: purpose, ExpiresAt: expires}, nil
+	link := PasswordLink{URL: c.BaseURL() + PasswordPage + "#" + token, Purpose: purpose, ExpiresAt: expires}
+	sent, err := directory.MailLink(ctx, h.d.Engine.Mail, c.Params("id"), directory.LinkMail{To: email, URL: link.URL, Purpose: purpose, Expires: expires})
+	switch {
+	case err != nil:
+		link.MailError = err.Error()
+	case sent:
+		link.URL, link.SentTo = "", email
+	}
+	return link, nil
 }
 
 // passwordLinkLimit lets one address try 10 links a minute: with 256-bit tokens this is

@@ -38,13 +38,26 @@ type directoryBundle struct {
 
 func setupDirectory(t *testing.T) *directoryBundle {
 	t.Helper()
+	return setupDirectoryMail(t, nil)
+}
+
+// setupDirectoryMail is setupDirectory with, when relay is set, the relay provider of
+// smtp run with those settings.
+func setupDirectoryMail(t *testing.T, relay json.RawMessage) *directoryBundle {
+	t.Helper()
 	ctx := context.Background()
 	srv, stop, err := ldaptest.Start(t.TempDir())
 	require.NoError(t, err)
 	t.Cleanup(stop)
 	dir := t.TempDir()
 	lock := plugins.Lock{}
-	for name, pkg := range map[string]string{"fedhost-resource-openldap": "../../plugins/resources/openldap", "fedhost-resource-embedded": "../../plugins/resources/embedded"} {
+	pkgs := map[string]string{"fedhost-resource-openldap": "../../plugins/resources/openldap", "fedhost-resource-embedded": "../../plugins/resources/embedded"}
+	environment := []config.Resource{{Type: contract.Secret, Provider: "embedded"}, {Type: contract.LDAP, Provider: "openldap"}}
+	if relay != nil {
+		pkgs["fedhost-resource-relay"] = "../../plugins/resources/relay"
+		environment = append(environment, config.Resource{Type: contract.SMTP, Provider: "relay"})
+	}
+	for name, pkg := range pkgs {
 		bin := filepath.Join(dir, name)
 		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 		require.NoError(t, err, "go build %s: %s", pkg, out)
@@ -60,6 +73,9 @@ func setupDirectory(t *testing.T) *directoryBundle {
 		if d.Name == "openldap" {
 			return fmt.Appendf(nil, `{"url":%q,"base_dn":%q,"admin_dn":%q,"admin_password_file":%q}`, srv.URL, srv.BaseDN, srv.AdminDN, srv.AdminPasswordFile), true
 		}
+		if d.Name == "relay" {
+			return relay, true
+		}
 		return nil, true
 	}
 	m, err := plugins.New(plugins.Options{Dir: dir, DataDir: t.TempDir(), Settings: settings})
@@ -69,7 +85,7 @@ func setupDirectory(t *testing.T) *directoryBundle {
 	trail := audit.New(st, audit.Options{})
 	accounts := auth.New(st, auth.Options{Audit: trail})
 	engine := deploy.New(deploy.Options{Store: st, Plugins: m, Audit: trail,
-		Environment: []config.Resource{{Type: contract.Secret, Provider: "embedded"}, {Type: contract.LDAP, Provider: "openldap"}}})
+		Environment: environment})
 	app := fiber.New(api.Config(api.DefaultServer))
 	api.Mount(app, api.Deps{Plugins: m, Engine: engine, Store: st, Auth: accounts, Audit: trail, Version: "1.2.3"})
 	return &directoryBundle{bundle: &bundle{app: app, st: st, accounts: accounts, trail: trail}, m: m, ldap: srv}

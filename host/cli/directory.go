@@ -32,7 +32,7 @@ func (r *remote) directoryUsersCommand() *cobra.Command {
 	var add api.NewDirectoryUser
 	addCmd := &cobra.Command{
 		Use:   "add ID NAME [--display-name TEXT] [--email ADDRESS] [--group GROUP]...",
-		Short: "Add a user, with no password, and print the one-time invitation link by which they set one",
+		Short: "Add a user, with no password, and mail them (or print) the one-time invitation link by which they set one",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(c *cobra.Command, args []string) error {
 			add.Name = args[1]
@@ -125,7 +125,7 @@ func (r *remote) directoryUsersCommand() *cobra.Command {
 		},
 		&cobra.Command{
 			Use:   "reset ID NAME",
-			Short: "Print a new one-time link by which the user sets a new password; an earlier link stops working",
+			Short: "Mail (or print) a new one-time link by which the user sets a new password; an earlier link stops working",
 			Args:  cobra.ExactArgs(2),
 			RunE: func(c *cobra.Command, args []string) error {
 				var link api.PasswordLink
@@ -141,8 +141,16 @@ func (r *remote) directoryUsersCommand() *cobra.Command {
 	return cmd
 }
 
-// printLink shows a new link: this is the only time anybody sees it.
+// printLink says where a new link was mailed or shows it: this is the only time anybody
+// sees it.
 func (r *remote) printLink(l api.PasswordLink) {
+	if l.SentTo != "" {
+		fmt.Fprintf(r.e.stdout, "The link was sent to %s (it works once, until %s).\n", l.SentTo, l.ExpiresAt.Format(time.RFC3339))
+		return
+	}
+	if l.MailError != "" {
+		fmt.Fprintf(r.e.stdout, "The link could not be mailed: %s\n", l.MailError)
+	}
 	fmt.Fprintf(r.e.stdout, "Give the user this link (it works once, until %s; it is not shown again):\n%s\n", l.ExpiresAt.Format(time.RFC3339), l.URL)
 }
 

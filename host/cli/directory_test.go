@@ -52,6 +52,15 @@ func usersDouble(t *testing.T) (*httptest.Server, func() []string) {
 			answer(w, http.StatusOK, carol)
 		})
 	}
+	mux.HandleFunc("POST /api/v1/deployments/{id}/users/{user}/reset", func(w http.ResponseWriter, r *http.Request) {
+		// carol's link is mailed; dave's mail fails and the link is shown.
+		if r.PathValue("user") == "carol" {
+			answer(w, http.StatusCreated, api.PasswordLink{Purpose: "reset", ExpiresAt: expires, SentTo: "carol@acme.test"})
+			return
+		}
+		answer(w, http.StatusCreated, api.PasswordLink{URL: "http://fedhost.test/set-password#tok2", Purpose: "reset", ExpiresAt: expires,
+			MailError: "the mail server refused RCPT TO (the user's address) with code 550: see the smtp provider's log"})
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv, func() []string {
@@ -86,6 +95,15 @@ func TestDeploymentsUsers(t *testing.T) {
 		"PUT /api/v1/deployments/dep-1/users/carol/groups/miniflux-admins", "DELETE /api/v1/deployments/dep-1/users/carol/groups/miniflux-users",
 		"POST /api/v1/deployments/dep-1/users/carol/disable",
 	}, calls())
+
+	out, stderr, code = runCLI("deployments", "--server", srv.URL, "users", "reset", "dep-1", "carol")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "sent to carol@acme.test")
+	require.NotContains(t, out, "set-password")
+	out, stderr, code = runCLI("deployments", "--server", srv.URL, "users", "reset", "dep-1", "dave")
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, out, "could not be mailed: the mail server refused RCPT TO")
+	require.Contains(t, out, "http://fedhost.test/set-password#tok2")
 
 	_, stderr, code = runCLI("deployments", "--server", srv.URL, "users", "add", "dep-1", "bad name")
 	require.Equal(t, 1, code)

@@ -150,6 +150,9 @@ func (r *run) deploy(ctx context.Context) error {
 	if id.Directory != nil {
 		total++
 	}
+	if id.Mail != nil {
+		total++
+	}
 	if id.AuthTLS != nil {
 		total++
 	}
@@ -222,6 +225,13 @@ func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, d
 		}
 		directory = res
 		keep[directoryInstance] = true
+		done++
+	}
+	if id.Mail != nil {
+		if _, err := r.provision(ctx, *id.Mail, progress()); err != nil {
+			return err
+		}
+		keep[MailResource] = true
 		done++
 	}
 	var authCert *contract.TLSResult

@@ -45,6 +45,8 @@ const (
 // in through it, the issuer's host name, URL and certificate.
 type identity struct {
 	Directory *step
+	// Mail is the deployment's mail account (mail.go), nil without an smtp provider.
+	Mail *step
 	// Issuer is empty when no enabled app asks for oidc.
 	AuthHost, Issuer string
 	AuthTLS          *step
@@ -106,6 +108,10 @@ func (e *Engine) planIdentity(ctx context.Context, domain string, plans []*appPl
 			return nil, fmt.Errorf("the deployment's directory (ldap by %s): %w", s.Provider, err)
 		}
 		id.Directory = s
+	}
+	var err error
+	if id.Mail, err = e.planMail(ctx, domain); err != nil {
+		return nil, err
 	}
 	asks := false
 	for _, ap := range plans {

@@ -377,6 +377,9 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 	if id.Directory != nil {
 		add(*id.Directory, "resource")
 	}
+	if id.Mail != nil {
+		add(*id.Mail, "resource")
+	}
 	if id.AuthTLS != nil {
 		add(*id.AuthTLS, "resource")
 	}
@@ -430,8 +433,8 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 		if a, ok := cfg.Apps[r.App]; ok && !a.Enable && !a.DeleteData && r.Type != contract.Instance && !frontDoorType(r.Type) {
 			action = "keep"
 		}
-		if r.Name == directoryInstance {
-			action = "keep" // the operator's users go only with the deployment
+		if r.Name == directoryInstance || r.Name == MailResource {
+			action = "keep" // the operator's users and their mail go only with the deployment
 		}
 		kind := "resource"
 		if r.Type == contract.Instance {
