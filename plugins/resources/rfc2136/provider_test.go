@@ -322,7 +322,8 @@ func TestUnansweringServerIsNamed(t *testing.T) {
 	start := time.Now()
 	_, err := p.Provision(context.Background(), resource.Request{Tenant: tenant, Instance: "main", Type: "dns", Spec: spec})
 	require.Error(t, err)
-	require.Less(t, time.Since(start), 5*time.Second)
+	// It gives up instead of waiting on: a bound far above wait_seconds, for a loaded machine.
+	require.Less(t, time.Since(start), 30*time.Second)
 	require.Contains(t, err.Error(), "127.0.0.1:9")
 	require.Contains(t, err.Error(), "zone "+tenant+".wait.test", "a new zone is waited for first")
 }
