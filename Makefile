@@ -20,7 +20,7 @@ $(BIN)/fedhost: FORCE
 
 # The plugins the embedded default runs: `make run` builds only these (and every app),
 # `make build` and `make test` all of them.
-DEFAULT_PLUGINS := $(wildcard $(addprefix plugins/resources/,$(addsuffix /main.go,embedded local postgresql versitygw localca caddy)) plugins/apps/*/main.go)
+DEFAULT_PLUGINS := $(wildcard $(addprefix plugins/resources/,$(addsuffix /main.go,embedded local postgresql versitygw localca caddy openldap builtin)) plugins/apps/*/main.go)
 PLUGINS_TO_BUILD ?= $(PLUGINS)
 
 plugins:

@@ -95,6 +95,19 @@ resource "route" {
   settings = { managed = true, listen = "127.0.0.1" }
 }
 
+# Each deployment's directory of users: a slapd managed by fedhost in data_dir (Debian's
+# slapd package), a subtree and a bind account per deployment.
+resource "ldap" {
+  provider = "openldap"
+  settings = { managed = true }
+}
+
+# Each deployment's single sign-on: an OpenID provider at https://auth.<domain>/, behind
+# the front door, signing users in against the deployment's directory.
+resource "oidc" {
+  provider = "builtin"
+}
+
 # An existing Redis server of the provider; one ACL user and key prefix per deployment.
 # The admin password is the name of a secret, never the password itself.
 resource "redis" {

@@ -240,6 +240,8 @@ func Default() *Config {
 			{Type: "instance", Provider: "local", Settings: emptyObject(), Limits: json.RawMessage(`{"per_deployment":8}`)},
 			{Type: "tls", Provider: "localca", Settings: emptyObject(), Limits: emptyObject()},
 			{Type: "route", Provider: "caddy", Settings: json.RawMessage(`{"managed":true,"listen":"127.0.0.1"}`), Limits: emptyObject()},
+			{Type: "ldap", Provider: "openldap", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
+			{Type: "oidc", Provider: "builtin", Settings: emptyObject(), Limits: emptyObject()},
 		},
 		sources: map[string]string{},
 	}

@@ -52,6 +52,8 @@ func buildAll(dir string) error {
 		"plugins/fedhost-resource-caddy":      "./plugins/resources/caddy",
 		"plugins/fedhost-resource-rfc2136":    "./plugins/resources/rfc2136",
 		"plugins/fedhost-resource-acme":       "./plugins/resources/acme",
+		"plugins/fedhost-resource-openldap":   "./plugins/resources/openldap",
+		"plugins/fedhost-resource-builtin":    "./plugins/resources/builtin",
 		"plugins/fedhost-app-miniflux":        "./plugins/apps/miniflux",
 		"plugins/fedhost-app-mastodon":        "./plugins/apps/mastodon",
 		"artifacts/miniflux":                  "miniflux.app/v2",
