@@ -404,8 +404,8 @@ var funcs = template.FuncMap{
 		}
 		return m
 	},
-	"money":    money,
-	"day":      func(t time.Time) string { return t.UTC().Format(time.DateOnly) },
+	"money": money,
+	"day":   func(t time.Time) string { return t.UTC().Format(time.DateOnly) },
 	// slug is a state as a class name: "renewal due" is state-renewal-due.
 	"slug": func(s string) string { return strings.ReplaceAll(strings.ToLower(s), " ", "-") },
 }
