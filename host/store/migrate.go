@@ -27,6 +27,7 @@ var migrations = []migration{
 	migrate7,
 	migrate8,
 	migrate9,
+	migrate10,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -305,6 +306,21 @@ func migrate9(tx *gorm.DB) error {
 			expires_at {ts} NOT NULL
 		)`,
 		`CREATE INDEX password_links_user ON password_links (deployment_id, user_name)`,
+	)
+}
+
+// migrate10 adds the failed logins counted by key, so that every host on one database
+// slows the same guesses (host/auth). Times are integer microseconds since 1970: the
+// throttle's one upsert compares them in SQL, the same on both databases.
+func migrate10(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE login_failures (
+			throttle_key text PRIMARY KEY,
+			failures integer NOT NULL,
+			last_failure_us bigint NOT NULL,
+			refused integer NOT NULL
+		)`,
+		`CREATE INDEX login_failures_last ON login_failures (last_failure_us)`,
 	)
 }
 
