@@ -5,6 +5,8 @@ package queue
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +50,10 @@ type Config struct {
 	// restarts, so that FailLost fails only the builds it left running itself. Empty:
 	// a random ID, and FailLost fails every running build.
 	ClientID string
+	// LocalNodes says this host's instance provider is `local`: a deployment's first build
+	// run here records this host as its node host, and its later builds go to this host's
+	// own queue, which only this host works (docs/architecture.md). Needs ClientID.
+	LocalNodes bool
 	// Periodic is the work run on schedules, by the leader only (see Periodic).
 	Periodic []Periodic
 	// Clock tells the periodic jobs the time; time.Now if nil. Tests inject one.
@@ -94,13 +100,17 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 	if cfg.Workers == 0 {
 		cfg.Workers = 4
 	}
+	if cfg.LocalNodes && cfg.ClientID == "" {
+		return nil, errors.New("queue: Config.LocalNodes needs a ClientID: the host's queue is named by it")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	q := &Queue{store: st, logger: cfg.Logger, clientID: cfg.ClientID}
 
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &buildWorker{store: st, builder: cfg.Builder, logger: cfg.Logger, finished: cfg.Finished}); err != nil {
+	if err := river.AddWorkerSafely(workers, &buildWorker{store: st, builder: cfg.Builder, logger: cfg.Logger, finished: cfg.Finished,
+		clientID: cfg.ClientID, localNodes: cfg.LocalNodes}); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	if cfg.Clock == nil {
@@ -125,6 +135,9 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 		Workers:              workers,
 		JobTimeout:           buildTimeout,
 		RescueStuckJobsAfter: buildTimeout + 10*time.Minute,
+	}
+	if cfg.LocalNodes {
+		rcfg.Queues[hostQueue(cfg.ClientID)] = river.QueueConfig{MaxWorkers: cfg.Workers}
 	}
 	if cfg.river != nil {
 		cfg.river(rcfg)
@@ -184,7 +197,15 @@ func (q *Queue) EnqueueBuild(ctx context.Context, buildID string) error {
 	if b.State.Finished() {
 		return fmt.Errorf("build %s is already %s: %w", buildID, b.State, store.ErrBuildFinished)
 	}
-	res, err := q.client.Insert(ctx, buildArgs{BuildID: b.ID, DeploymentID: b.DeploymentID}, nil)
+	d, err := q.store.GetDeployment(ctx, b.DeploymentID)
+	if err != nil {
+		return err
+	}
+	var opts *river.InsertOpts
+	if d.NodeHost != "" {
+		opts = &river.InsertOpts{Queue: hostQueue(d.NodeHost)}
+	}
+	res, err := q.client.Insert(ctx, buildArgs{BuildID: b.ID, DeploymentID: b.DeploymentID}, opts)
 	if err != nil {
 		return fmt.Errorf("enqueueing build %s: %w", buildID, err)
 	}
@@ -212,6 +233,13 @@ func (q *Queue) Cancel(ctx context.Context, buildID string) error {
 		}
 	}
 	return nil
+}
+
+// hostQueue is the River queue of the host with River client ID clientID: a digest,
+// since a queue name is short and of few characters.
+func hostQueue(clientID string) string {
+	sum := sha256.Sum256([]byte(clientID))
+	return "host_" + hex.EncodeToString(sum[:8])
 }
 
 // lostReason is the reason of a build whose fedhost process ended while it ran.

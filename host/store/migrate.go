@@ -28,6 +28,7 @@ var migrations = []migration{
 	migrate8,
 	migrate9,
 	migrate10,
+	migrate11,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -322,6 +323,11 @@ func migrate10(tx *gorm.DB) error {
 		)`,
 		`CREATE INDEX login_failures_last ON login_failures (last_failure_us)`,
 	)
+}
+
+// migrate11 records the host that runs a deployment's `local` nodes.
+func migrate11(tx *gorm.DB) error {
+	return execAll(tx, `ALTER TABLE deployments ADD COLUMN node_host text NOT NULL DEFAULT ''`)
 }
 
 // now is the store's clock: UTC at the precision both databases keep, so a
