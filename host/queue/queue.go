@@ -7,7 +7,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -87,6 +86,7 @@ type Queue struct {
 	client   riverClient
 	logger   *slog.Logger
 	clientID string
+	beats    beats
 }
 
 // New returns a queue on st's database. It works nothing until Start.
@@ -116,7 +116,11 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	periodic, periodicRiver, err := periodicJobs(cfg.Periodic)
+	jobs := cfg.Periodic
+	if q.clusterMode() {
+		jobs = append(jobs[:len(jobs):len(jobs)], Periodic{ID: lostCheckID, Schedule: lostCheckEvery, Run: q.failDeadHosts})
+	}
+	periodic, periodicRiver, err := periodicJobs(jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -161,6 +165,9 @@ func (q *Queue) Start(ctx context.Context) error {
 	if err := q.client.Start(ctx); err != nil {
 		return fmt.Errorf("starting the build queue: %w", err)
 	}
+	if q.clusterMode() {
+		q.beats.start(q)
+	}
 	return nil
 }
 
@@ -173,6 +180,7 @@ const releaseTimeout = 30 * time.Second
 // the queue for the next fedhost, instead of staying running. Stop on a queue
 // that is not running does nothing.
 func (q *Queue) Stop(ctx context.Context) error {
+	q.beats.stop()
 	err := q.client.Stop(ctx)
 	if err == nil || ctx.Err() == nil {
 		return err
@@ -255,11 +263,7 @@ func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
 	// River's rescuer, an hour later, took it back: it is cancelled too.
 	const update = `UPDATE river_job SET state = 'cancelled', finalized_at = %s
 		WHERE kind IN ('build', 'periodic') AND state = 'running'%s RETURNING kind, %s`
-	var rows interface {
-		Next() bool
-		Scan(...any) error
-		Err() error
-	}
+	var rows jobRows
 	switch {
 	case q.store.RiverPgx() != nil:
 		mine, args := "", []any{}
@@ -284,31 +288,9 @@ func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
 		defer r.Close()
 		rows = r
 	}
-	var ids []string
-	for rows.Next() {
-		var kind string
-		var raw []byte
-		if err := rows.Scan(&kind, &raw); err != nil {
-			return nil, fmt.Errorf("finding lost builds: %w", err)
-		}
-		if kind != (buildArgs{}).Kind() {
-			q.logger.Warn("queue: a periodic job was running when its process ended; cancelled", "args", string(raw))
-			continue
-		}
-		var args buildArgs
-		if err := json.Unmarshal(raw, &args); err != nil {
-			return nil, fmt.Errorf("finding lost builds: %w", err)
-		}
-		ids = append(ids, args.BuildID)
+	ids, err := q.lostBuilds(rows)
+	if err != nil {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("finding lost builds: %w", err)
-	}
-	for _, id := range ids {
-		e := store.BuildEvent{BuildID: id, Step: "queue", Level: store.LevelError, Message: lostReason}
-		if _, err := q.store.AppendBuildEvent(ctx, e); err != nil {
-			q.logger.Error("queue: recording a lost build", "build_id", id, "error", err)
-		}
-	}
-	return ids, q.store.FailBuilds(ctx, ids, lostReason)
+	return ids, q.markLost(ctx, ids)
 }

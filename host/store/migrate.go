@@ -29,6 +29,7 @@ var migrations = []migration{
 	migrate9,
 	migrate10,
 	migrate11,
+	migrate12,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -328,6 +329,15 @@ func migrate10(tx *gorm.DB) error {
 // migrate11 records the host that runs a deployment's `local` nodes.
 func migrate11(tx *gorm.DB) error {
 	return execAll(tx, `ALTER TABLE deployments ADD COLUMN node_host text NOT NULL DEFAULT ''`)
+}
+
+// migrate12 adds the heartbeats of the hosts of a cluster (host/queue): the leader fails
+// the builds left running by a host not seen lately.
+func migrate12(tx *gorm.DB) error {
+	return execAll(tx, `CREATE TABLE fedhost_hosts (
+		client_id text PRIMARY KEY,
+		seen_at {ts} NOT NULL
+	)`)
 }
 
 // now is the store's clock: UTC at the precision both databases keep, so a
