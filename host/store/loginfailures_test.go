@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/internal/pgtest"
+	"github.com/fedhost/fedhost/internal/storetest"
 )
 
 // The failed logins kept are bounded: a purge forgets the keys quiet for the window,
@@ -43,4 +45,26 @@ func TestPurgeLoginFailuresBoundsTheTable(t *testing.T) {
 			require.Equal(t, want, wait, "%s", key)
 		}
 	})
+}
+
+// BenchmarkChargeLoginFailure is the cost the shared throttle adds to a login: one upsert
+// per try (two for a try that passes both throttles), on each database.
+func BenchmarkChargeLoginFailure(b *testing.B) {
+	for _, db := range []string{"sqlite", "postgres"} {
+		b.Run(db, func(b *testing.B) {
+			cfg := store.Config{Database: "sqlite", DataDir: b.TempDir()}
+			if db == "postgres" {
+				cfg = store.Config{Database: pgtest.DSN(b)}
+			}
+			st := storetest.Open(b, cfg)
+			ctx := context.Background()
+			p := store.Throttle{Free: 5, Base: time.Second, Max: 15 * time.Minute, Window: time.Hour}
+			at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+			for i := 0; b.Loop(); i++ {
+				if _, err := st.ChargeLoginFailure(ctx, p, fmt.Sprint("client 192.0.2.", i%200), at.Add(time.Duration(i)*time.Hour)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
