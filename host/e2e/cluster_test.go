@@ -79,3 +79,61 @@ func TestClusterOnOnePostgreSQL(t *testing.T) {
 	var got deployment
 	require.Equal(t, http.StatusOK, hosts[ni].call("GET", "/deployments/"+d.ID, nil, &got), "a survivor answers")
 }
+
+// TestClusterHostKilledMidBuild: the host running a build is killed with -9; a survivor
+// fails the build as lost within a bounded time. The deployment's `local` nodes are on
+// the killed host, so the next submit, to a survivor, waits for that host, and completes
+// once it is back (docs/architecture.md, cluster mode).
+func TestClusterHostKilledMidBuild(t *testing.T) {
+	dsn := pgtest.DSN(t)
+	hosts := make([]*host, 3)
+	for i := range hosts {
+		hosts[i] = startHost(t, "FEDHOST_DATABASE="+dsn)
+	}
+	ctx := context.Background()
+	db, err := pgx.Connect(ctx, dsn)
+	require.NoError(t, err)
+	defer db.Close(ctx)
+
+	d := hosts[0].create("kappa")
+	b := hosts[1].submit(d.ID, minifluxConfig("kappa.example.org", nil))
+	require.Eventually(t, func() bool {
+		var got build
+		hosts[2].call("GET", "/builds/"+b.ID, nil, &got)
+		for _, e := range got.Events {
+			if strings.HasPrefix(e.Message, "creating kappa") || strings.HasPrefix(e.Message, "creating miniflux") {
+				return true
+			}
+		}
+		return false
+	}, 2*time.Minute, 5*time.Millisecond, "the build never started provisioning")
+	var runner string
+	require.NoError(t, db.QueryRow(ctx, `SELECT attempted_by[array_upper(attempted_by, 1)] FROM river_job WHERE kind = 'build' AND state = 'running'`).Scan(&runner))
+	ri := -1
+	for i, h := range hosts {
+		if strings.HasSuffix(runner, ":"+h.dataDir) {
+			ri = i
+		}
+	}
+	require.GreaterOrEqual(t, ri, 0, "the build runs on none of the hosts: %s", runner)
+	survivor := hosts[(ri+1)%3]
+
+	killed := time.Now()
+	hosts[ri].kill()
+	lost := survivor.wait(b.ID)
+	took := time.Since(killed)
+	require.Equal(t, "failed", lost.State)
+	require.Contains(t, lost.Reason, "lost")
+	fmt.Printf("cluster: host %d killed with -9 mid-build; the build failed as lost after %s\n", ri, took.Round(time.Millisecond))
+
+	again := survivor.submit(d.ID, minifluxConfig("kappa.example.org", nil))
+	time.Sleep(5 * time.Second)
+	var waiting build
+	survivor.call("GET", "/builds/"+again.ID, nil, &waiting)
+	require.Equal(t, "queued", waiting.State, "the next build waits for the host of the nodes")
+	hosts[ri].start()
+	done := survivor.wait(again.ID)
+	require.Equal(t, "succeeded", done.State, "%+v", done)
+	addr := survivor.deployment(d.ID).Nodes["miniflux-web"]["http"]
+	require.Contains(t, signInPage(t, addr), "Sign In - Miniflux")
+}
