@@ -127,8 +127,8 @@ func New(st *store.Store, opts Options) *Service {
 		s.params = DefaultParams
 	}
 	s.dummyHash = HashPassword(rand.Text(), s.params)
-	s.pairs = newThrottle(PairFailures, FirstDelay, MaxDelay, FailureMemory)
-	s.clients = newThrottle(ClientFailures, FirstDelay, MaxDelay, FailureMemory)
+	s.pairs = newThrottle(st, "pair ", PairFailures, FirstDelay, MaxDelay, FailureMemory)
+	s.clients = newThrottle(st, "client ", ClientFailures, FirstDelay, MaxDelay, FailureMemory)
 	return s
 }
 
@@ -329,7 +329,11 @@ func (s *Service) ChangePassword(ctx context.Context, userID, current, next, kee
 		return errors.Join(err, s.record(ctx, audit.Event{Action: action, Subject: u.ID, Result: audit.ResultInvalid, Reason: reason}))
 	}
 	pair := pairKey(u.Name, clientKey(clientIP))
-	if wait := s.pairs.charge(pair, s.now()); wait > 0 {
+	wait, err := s.pairs.charge(ctx, pair, s.now())
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
 		return errors.Join(&RateLimitedError{RetryAfter: (wait + time.Second - 1).Truncate(time.Second)},
 			s.record(ctx, audit.Event{Action: action, Subject: u.ID, Result: audit.ResultDenied, Reason: "rate limit"}))
 	}
@@ -340,7 +344,9 @@ func (s *Service) ChangePassword(ctx context.Context, userID, current, next, kee
 	if !match {
 		return refuse("current password", ErrWrongPassword)
 	}
-	s.pairs.reset(pair)
+	if err := s.pairs.reset(ctx, pair); err != nil {
+		return err
+	}
 	switch n := utf8.RuneCountInString(next); {
 	case n < MinPasswordLength:
 		return refuse("new password", &PasswordError{Reason: fmt.Sprintf("use at least %d characters; a few words make a good one", MinPasswordLength)})
@@ -400,10 +406,18 @@ func (s *Service) Authenticate(ctx context.Context, name, password, clientIP str
 	pair := pairKey(name, client)
 	// The attempt is counted as a failure before the password is checked, so that
 	// guesses sent at once cannot all pass while the first ones are being hashed.
-	wait := s.pairs.charge(pair, now)
+	wait, err := s.pairs.charge(ctx, pair, now)
+	if err != nil {
+		return User{}, err
+	}
 	if wait == 0 {
-		if wait = s.clients.charge(client, now); wait > 0 {
-			s.pairs.forgive(pair)
+		if wait, err = s.clients.charge(ctx, client, now); err != nil {
+			return User{}, err
+		}
+		if wait > 0 {
+			if err := s.pairs.forgive(ctx, pair); err != nil {
+				return User{}, err
+			}
 		}
 	}
 	if wait > 0 {
@@ -436,8 +450,9 @@ func (s *Service) Authenticate(ctx context.Context, name, password, clientIP str
 		}
 		return refuse(u.ID, reason, ErrBadCredentials)
 	}
-	s.pairs.reset(pair)
-	s.clients.forgive(client)
+	if err := errors.Join(s.pairs.reset(ctx, pair), s.clients.forgive(ctx, client)); err != nil {
+		return User{}, err
+	}
 	e := audit.Event{Actor: u.ID, Issuer: audit.IssuerPassword, Action: "user.login", Subject: u.ID, Result: audit.ResultOK, ClientIP: clientIP}
 	if err := s.record(ctx, e); err != nil {
 		return User{}, err

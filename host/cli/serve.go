@@ -109,8 +109,12 @@ func (e *env) serve(ctx context.Context) error {
 		{ID: "retention", Schedule: "@hourly", Run: engine.RunRetention},
 	}
 	mx.ReadFrom(st, engine)
+	// Nodes of the `local` provider exist only on this host: in a cluster (PostgreSQL)
+	// their builds run here (docs/architecture.md). On SQLite there is one host, and no
+	// routing to keep right when the host's name changes.
+	instance, _ := cfg.Resource("instance")
 	q, err := queue.New(st, queue.Config{Builder: engine, Runner: engine, Logger: slogFrom(log.Named("queue")), Periodic: periodic, ClientID: clientID(cfg),
-		Finished: mx.BuildFinished})
+		LocalNodes: instance.Provider == "local" && st.RiverPgx() != nil, Finished: mx.BuildFinished})
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/fedhost/fedhost/internal/pgtest"
 )
 
 // binDir holds fedhost, plugins/ and artifacts/, built once per test binary.
@@ -36,6 +38,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	pgtest.Stop() // the cluster tests' PostgreSQL, if one ran
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -5,7 +5,8 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -53,6 +54,10 @@ type Config struct {
 	Runner Runner
 	// RunWorkers is how many runs this process runs at once; 4 if zero.
 	RunWorkers int
+	// LocalNodes says this host's instance provider is `local`: a deployment's first build
+	// run here records this host as its node host, and its later builds go to this host's
+	// own queue, which only this host works (docs/architecture.md). Needs ClientID.
+	LocalNodes bool
 	// Periodic is the work run on schedules, by the leader only (see Periodic).
 	Periodic []Periodic
 	// Clock tells the periodic jobs the time; time.Now if nil. Tests inject one.
@@ -86,6 +91,7 @@ type Queue struct {
 	client   riverClient
 	logger   *slog.Logger
 	clientID string
+	beats    beats
 }
 
 // New returns a queue on st's database. It works nothing until Start.
@@ -99,13 +105,17 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 	if cfg.Workers == 0 {
 		cfg.Workers = 4
 	}
+	if cfg.LocalNodes && cfg.ClientID == "" {
+		return nil, errors.New("queue: Config.LocalNodes needs a ClientID: the host's queue is named by it")
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	q := &Queue{store: st, logger: cfg.Logger, clientID: cfg.ClientID}
 
 	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &buildWorker{store: st, builder: cfg.Builder, logger: cfg.Logger, finished: cfg.Finished}); err != nil {
+	if err := river.AddWorkerSafely(workers, &buildWorker{store: st, builder: cfg.Builder, logger: cfg.Logger, finished: cfg.Finished,
+		clientID: cfg.ClientID, localNodes: cfg.LocalNodes}); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	queues := map[string]river.QueueConfig{
@@ -126,7 +136,11 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
 	}
-	periodic, periodicRiver, err := periodicJobs(cfg.Periodic)
+	jobs := cfg.Periodic
+	if q.clusterMode() {
+		jobs = append(jobs[:len(jobs):len(jobs)], Periodic{ID: lostCheckID, Schedule: lostCheckEvery, Run: q.failDeadHosts})
+	}
+	periodic, periodicRiver, err := periodicJobs(jobs)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +155,9 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 		Workers:              workers,
 		JobTimeout:           buildTimeout,
 		RescueStuckJobsAfter: buildTimeout + 10*time.Minute,
+	}
+	if cfg.LocalNodes {
+		rcfg.Queues[hostQueue(cfg.ClientID)] = river.QueueConfig{MaxWorkers: cfg.Workers}
 	}
 	if cfg.river != nil {
 		cfg.river(rcfg)
@@ -164,6 +181,9 @@ func (q *Queue) Start(ctx context.Context) error {
 	if err := q.client.Start(ctx); err != nil {
 		return fmt.Errorf("starting the build queue: %w", err)
 	}
+	if q.clusterMode() {
+		q.beats.start(q)
+	}
 	return nil
 }
 
@@ -176,6 +196,7 @@ const releaseTimeout = 30 * time.Second
 // the queue for the next fedhost, instead of staying running. Stop on a queue
 // that is not running does nothing.
 func (q *Queue) Stop(ctx context.Context) error {
+	q.beats.stop()
 	err := q.client.Stop(ctx)
 	if err == nil || ctx.Err() == nil {
 		return err
@@ -200,7 +221,15 @@ func (q *Queue) EnqueueBuild(ctx context.Context, buildID string) error {
 	if b.State.Finished() {
 		return fmt.Errorf("build %s is already %s: %w", buildID, b.State, store.ErrBuildFinished)
 	}
-	res, err := q.client.Insert(ctx, buildArgs{BuildID: b.ID, DeploymentID: b.DeploymentID}, nil)
+	d, err := q.store.GetDeployment(ctx, b.DeploymentID)
+	if err != nil {
+		return err
+	}
+	var opts *river.InsertOpts
+	if d.NodeHost != "" {
+		opts = &river.InsertOpts{Queue: hostQueue(d.NodeHost)}
+	}
+	res, err := q.client.Insert(ctx, buildArgs{BuildID: b.ID, DeploymentID: b.DeploymentID}, opts)
 	if err != nil {
 		return fmt.Errorf("enqueueing build %s: %w", buildID, err)
 	}
@@ -230,6 +259,13 @@ func (q *Queue) Cancel(ctx context.Context, buildID string) error {
 	return nil
 }
 
+// hostQueue is the River queue of the host with River client ID clientID: a digest,
+// since a queue name is short and of few characters.
+func hostQueue(clientID string) string {
+	sum := sha256.Sum256([]byte(clientID))
+	return "host_" + hex.EncodeToString(sum[:8])
+}
+
 // lostReason is the reason of a build whose fedhost process ended while it ran.
 const lostReason = "lost: the fedhost process running this build stopped before it finished; submit again to continue from what exists"
 
@@ -243,11 +279,7 @@ func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
 	// River's rescuer, an hour later, took it back: it is cancelled too.
 	const update = `UPDATE river_job SET state = 'cancelled', finalized_at = %s
 		WHERE kind IN ('build', 'periodic', 'run') AND state = 'running'%s RETURNING kind, %s`
-	var rows interface {
-		Next() bool
-		Scan(...any) error
-		Err() error
-	}
+	var rows jobRows
 	switch {
 	case q.store.RiverPgx() != nil:
 		mine, args := "", []any{}
@@ -272,46 +304,9 @@ func (q *Queue) FailLost(ctx context.Context) ([]string, error) {
 		defer r.Close()
 		rows = r
 	}
-	var ids, runs []string
-	for rows.Next() {
-		var kind string
-		var raw []byte
-		if err := rows.Scan(&kind, &raw); err != nil {
-			return nil, fmt.Errorf("finding lost builds: %w", err)
-		}
-		if kind == (runArgs{}).Kind() {
-			var args runArgs
-			if err := json.Unmarshal(raw, &args); err != nil {
-				return nil, fmt.Errorf("finding lost runs: %w", err)
-			}
-			runs = append(runs, args.RunID)
-			continue
-		}
-		if kind != (buildArgs{}).Kind() {
-			q.logger.Warn("queue: a periodic job was running when its process ended; cancelled", "args", string(raw))
-			continue
-		}
-		var args buildArgs
-		if err := json.Unmarshal(raw, &args); err != nil {
-			return nil, fmt.Errorf("finding lost builds: %w", err)
-		}
-		ids = append(ids, args.BuildID)
+	l, err := q.lostJobs(rows)
+	if err != nil {
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("finding lost builds: %w", err)
-	}
-	for _, id := range runs {
-		// The command ended with the exec call of the process that stopped.
-		err := q.store.FinishRun(ctx, id, store.RunEnd{State: store.RunFailed, Reason: "lost: fedhost stopped while the run ran; run it again"})
-		if err != nil && !errors.Is(err, store.ErrBuildFinished) {
-			return nil, err
-		}
-	}
-	for _, id := range ids {
-		e := store.BuildEvent{BuildID: id, Step: "queue", Level: store.LevelError, Message: lostReason}
-		if _, err := q.store.AppendBuildEvent(ctx, e); err != nil {
-			q.logger.Error("queue: recording a lost build", "build_id", id, "error", err)
-		}
-	}
-	return ids, q.store.FailBuilds(ctx, ids, lostReason)
+	return l.builds, q.markLost(ctx, l)
 }

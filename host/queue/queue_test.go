@@ -45,16 +45,20 @@ func newBuild(t *testing.T, st *store.Store) store.Build {
 // stops it at the end of the test, before the store closes.
 func newQueue(t *testing.T, st *store.Store, b Builder) *Queue {
 	t.Helper()
-	q, err := New(st, Config{
-		Workers: 2,
-		Builder: b,
-		Logger:  slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		river: func(c *river.Config) {
-			c.FetchCooldown = 5 * time.Millisecond
-			c.FetchPollInterval = 20 * time.Millisecond
-			c.TestOnly = true
-		},
-	})
+	return newQueueOf(t, st, Config{Builder: b})
+}
+
+// newQueueOf is newQueue of cfg, with the test's workers, logger and intervals.
+func newQueueOf(t *testing.T, st *store.Store, cfg Config) *Queue {
+	t.Helper()
+	cfg.Workers = 2
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg.river = func(c *river.Config) {
+		c.FetchCooldown = 5 * time.Millisecond
+		c.FetchPollInterval = 20 * time.Millisecond
+		c.TestOnly = true
+	}
+	q, err := New(st, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), waitFor)

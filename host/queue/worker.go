@@ -48,6 +48,10 @@ type buildWorker struct {
 	builder  Builder
 	logger   *slog.Logger
 	finished func(operation string, state store.BuildState, took time.Duration)
+	// clientID and localNodes: this host's River client ID, and whether its instance
+	// provider is `local` (Config.LocalNodes).
+	clientID   string
+	localNodes bool
 }
 
 // releasedReason is the reason of a build put back in the queue by a stop.
@@ -75,7 +79,13 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[buildArgs]) error
 	}
 	event(store.LevelInfo, "queue", fmt.Sprintf("build started (attempt %d)", job.Attempt), 0)
 	started := time.Now()
-	buildErr := w.run(ctx, id, func(step, message string) { event(store.LevelInfo, step, message, 0) })
+	buildErr, err := w.elsewhere(ctx, job.Args.DeploymentID)
+	if err != nil {
+		return err
+	}
+	if buildErr == nil {
+		buildErr = w.run(ctx, id, func(step, message string) { event(store.LevelInfo, step, message, 0) })
+	}
 
 	var state store.BuildState
 	var reason string
@@ -117,6 +127,25 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[buildArgs]) error
 		}
 	}
 	return nil
+}
+
+// elsewhere claims the deployment's nodes for this host when its instance provider is
+// `local`, and returns the build's error when another host holds them: nodes of the
+// `local` provider exist only on the host that started them. EnqueueBuild sends the
+// builds of a claimed deployment to its host's queue, so this happens only to a job
+// queued before the claim (a retry) or on hosts configured differently.
+func (w *buildWorker) elsewhere(ctx context.Context, deploymentID string) (buildErr, err error) {
+	if !w.localNodes {
+		return nil, nil
+	}
+	owner, err := w.store.ClaimNodeHost(ctx, deploymentID, w.clientID)
+	if err != nil {
+		return nil, err
+	}
+	if owner != w.clientID {
+		return fmt.Errorf("this deployment's local nodes run on %s, not on %s, where this build was picked up: submit again, and it runs there", owner, w.clientID), nil
+	}
+	return nil, nil
 }
 
 // run calls the builder, turning a panic into the build's error: the build

@@ -23,6 +23,21 @@ func (s *Store) GetDeployment(ctx context.Context, id string) (Deployment, error
 	return d, nil
 }
 
+// ClaimNodeHost records host as the one that runs the nodes of deployment id, unless
+// another was recorded first, and returns the host recorded: of two claims at once, one
+// wins.
+func (s *Store) ClaimNodeHost(ctx context.Context, id, host string) (string, error) {
+	db := s.db.WithContext(ctx)
+	if err := db.Model(&Deployment{}).Where("id = ? AND node_host = ''", id).UpdateColumn("node_host", host).Error; err != nil {
+		return "", fmt.Errorf("recording the node host of deployment %s: %w", id, err)
+	}
+	d, err := s.GetDeployment(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	return d.NodeHost, nil
+}
+
 // ListDeployments returns the deployments of owner ("" for every owner), newest first.
 func (s *Store) ListDeployments(ctx context.Context, owner string) ([]Deployment, error) {
 	q := s.db.WithContext(ctx).Order("created_at DESC")

@@ -30,6 +30,9 @@ var migrations = []migration{
 	migrate10,
 	migrateRuns,
 	migrate12,
+	migrate13,
+	migrate14,
+	migrate15,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -401,6 +404,35 @@ func migrate12(tx *gorm.DB) error {
 		)`,
 		`CREATE INDEX app_periods_owner ON app_periods (owner, started_at)`,
 	)
+}
+
+// migrate13 adds the failed logins counted by key, so that every host on one database
+// slows the same guesses (host/auth). Times are integer microseconds since 1970: the
+// throttle's one upsert compares them in SQL, the same on both databases.
+func migrate13(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE login_failures (
+			throttle_key text PRIMARY KEY,
+			failures integer NOT NULL,
+			last_failure_us bigint NOT NULL,
+			refused integer NOT NULL
+		)`,
+		`CREATE INDEX login_failures_last ON login_failures (last_failure_us)`,
+	)
+}
+
+// migrate14 records the host that runs a deployment's `local` nodes.
+func migrate14(tx *gorm.DB) error {
+	return execAll(tx, `ALTER TABLE deployments ADD COLUMN node_host text NOT NULL DEFAULT ''`)
+}
+
+// migrate15 adds the heartbeats of the hosts of a cluster (host/queue): the leader fails
+// the builds left running by a host not seen lately.
+func migrate15(tx *gorm.DB) error {
+	return execAll(tx, `CREATE TABLE fedhost_hosts (
+		client_id text PRIMARY KEY,
+		seen_at {ts} NOT NULL
+	)`)
 }
 
 // now is the store's clock: UTC at the precision both databases keep, so a

@@ -28,8 +28,12 @@ type Deployment struct {
 	UpdateWindowStart   string
 	UpdateWindowMinutes int
 	TimeZone            string
-	CreatedAt           time.Time
-	UpdatedAt           time.Time
+	// NodeHost is the fedhost (its River client ID) that runs the deployment's nodes when
+	// its instance provider is `local`, recorded by its first build: its later builds run
+	// on that host only (docs/architecture.md, cluster mode). Empty: any host.
+	NodeHost  string
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // BuildState is where a build is in its life.

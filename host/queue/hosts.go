@@ -1,0 +1,168 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fedhost/fedhost/host/store"
+)
+
+// In a cluster (PostgreSQL, ClientIDs set) each host records that it lives every
+// heartbeatEvery, and the leader fails, every lostCheckEvery, the builds still running
+// on a host not seen for lostAfter: a host killed in the middle of a build no longer
+// leaves it running until it restarts or River's rescuer takes the job back an hour
+// later. lostAfter is six heartbeats, so a host only slow to write is not taken for dead.
+const (
+	heartbeatEvery = 5 * time.Second
+	lostAfter      = 30 * time.Second
+	lostCheckEvery = "@every 10s"
+	lostCheckID    = "lost-builds"
+)
+
+// clusterMode reports whether q keeps heartbeats and fails the builds of dead hosts.
+func (q *Queue) clusterMode() bool { return q.store.RiverPgx() != nil && q.clientID != "" }
+
+// heartbeat records that this host lives, now and every heartbeatEvery until ctx ends.
+// The database's clock is used, so the hosts' clocks need not agree.
+func (q *Queue) heartbeat(ctx context.Context) {
+	tick := time.NewTicker(heartbeatEvery)
+	defer tick.Stop()
+	for {
+		_, err := q.store.RiverPgx().Exec(ctx, `INSERT INTO fedhost_hosts (client_id, seen_at) VALUES ($1, now())
+			ON CONFLICT (client_id) DO UPDATE SET seen_at = now()`, q.clientID)
+		if err != nil && ctx.Err() == nil {
+			q.logger.Error("queue: recording this host's heartbeat", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// failDeadHosts fails the builds and runs whose jobs run on hosts not seen for lostAfter, as
+// FailLost does at a host's own restart.
+func (q *Queue) failDeadHosts(ctx context.Context, _ time.Time) error {
+	rows, err := q.store.RiverPgx().Query(ctx, `UPDATE river_job SET state = 'cancelled', finalized_at = now()
+		WHERE kind IN ('build', 'run') AND state = 'running' AND attempted_by[array_upper(attempted_by, 1)] IN (
+			SELECT client_id FROM fedhost_hosts WHERE seen_at < now() - make_interval(secs => $1))
+		RETURNING kind, args`, lostAfter.Seconds())
+	if err != nil {
+		return fmt.Errorf("finding the builds of dead hosts: %w", err)
+	}
+	l, err := q.lostJobs(rows)
+	rows.Close()
+	if err != nil {
+		return err
+	}
+	if len(l.builds)+len(l.runs) > 0 {
+		q.logger.Warn("queue: builds and runs of a host not seen lately failed as lost", "builds", len(l.builds), "runs", len(l.runs))
+	}
+	// A host gone for a week is forgotten, so the table stays as small as the cluster.
+	if _, err := q.store.RiverPgx().Exec(ctx, `DELETE FROM fedhost_hosts WHERE seen_at < now() - interval '7 days'`); err != nil {
+		return fmt.Errorf("forgetting hosts gone for a week: %w", err)
+	}
+	return q.markLost(ctx, l)
+}
+
+// jobRows is what FailLost and failDeadHosts read of the jobs they cancelled.
+type jobRows interface {
+	Next() bool
+	Scan(...any) error
+	Err() error
+}
+
+// lost holds the builds and operation runs of cancelled jobs.
+type lost struct{ builds, runs []string }
+
+// lostJobs reads the cancelled jobs (kind, args): their builds and runs.
+func (q *Queue) lostJobs(rows jobRows) (lost, error) {
+	var out lost
+	for rows.Next() {
+		var kind string
+		var raw []byte
+		if err := rows.Scan(&kind, &raw); err != nil {
+			return lost{}, fmt.Errorf("finding lost builds: %w", err)
+		}
+		switch kind {
+		case (runArgs{}).Kind():
+			var args runArgs
+			if err := json.Unmarshal(raw, &args); err != nil {
+				return lost{}, fmt.Errorf("finding lost runs: %w", err)
+			}
+			out.runs = append(out.runs, args.RunID)
+		case (buildArgs{}).Kind():
+			var args buildArgs
+			if err := json.Unmarshal(raw, &args); err != nil {
+				return lost{}, fmt.Errorf("finding lost builds: %w", err)
+			}
+			out.builds = append(out.builds, args.BuildID)
+		default:
+			q.logger.Warn("queue: a periodic job was running when its process ended; cancelled", "args", string(raw))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return lost{}, fmt.Errorf("finding lost builds: %w", err)
+	}
+	return out, nil
+}
+
+// markLost fails the lost runs, records in each lost build's log why it failed, and
+// fails it.
+func (q *Queue) markLost(ctx context.Context, l lost) error {
+	for _, id := range l.runs {
+		// The command ended with the exec call of the process that stopped.
+		err := q.store.FinishRun(ctx, id, store.RunEnd{State: store.RunFailed, Reason: "lost: fedhost stopped while the run ran; run it again"})
+		if err != nil && !errors.Is(err, store.ErrBuildFinished) {
+			return err
+		}
+	}
+	for _, id := range l.builds {
+		e := store.BuildEvent{BuildID: id, Step: "queue", Level: store.LevelError, Message: lostReason}
+		if _, err := q.store.AppendBuildEvent(ctx, e); err != nil {
+			q.logger.Error("queue: recording a lost build", "build_id", id, "error", err)
+		}
+	}
+	return q.store.FailBuilds(ctx, l.builds, lostReason)
+}
+
+// beats runs the heartbeat of a started queue and stops it.
+type beats struct {
+	mu     sync.Mutex
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (b *beats) start(q *Queue) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.cancel, b.done = cancel, make(chan struct{})
+	go func() {
+		defer close(b.done)
+		q.heartbeat(ctx)
+	}()
+}
+
+func (b *beats) stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.cancel == nil {
+		return
+	}
+	b.cancel()
+	<-b.done
+	b.cancel = nil
+}
+
+var _ jobRows = pgx.Rows(nil)
