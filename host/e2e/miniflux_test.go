@@ -249,7 +249,9 @@ func TestMinifluxOnTheEmbeddedDefault(t *testing.T) {
 	require.Equal(t, "succeeded", h.wait(h.submit(beta.ID, deleteData).ID).State)
 	_, err = pgx.Connect(ctx, dsnB)
 	require.Error(t, err, "deleteData removed the database")
-	require.Empty(t, h.deployment(beta.ID).Resources)
+	rest := h.deployment(beta.ID).Resources
+	require.Len(t, rest, 1, "only the deployment's directory, which holds its users and goes with the deployment")
+	require.Equal(t, "directory", rest[0].Name)
 	require.False(t, bucketExists(t, h, "beta-backups"), "deleteData removed the buckets")
 
 	// No generated secret appears in any log of the run.
