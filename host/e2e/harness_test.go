@@ -57,6 +57,8 @@ func buildAll(dir string) error {
 		"plugins/fedhost-resource-acme":       "./plugins/resources/acme",
 		"plugins/fedhost-resource-openldap":   "./plugins/resources/openldap",
 		"plugins/fedhost-resource-builtin":    "./plugins/resources/builtin",
+		"plugins/fedhost-resource-ssh":        "./plugins/resources/ssh",
+		"plugins/fedhost-resource-terraform":  "./plugins/resources/terraform",
 		"plugins/fedhost-app-miniflux":        "./plugins/apps/miniflux",
 		"plugins/fedhost-app-mastodon":        "./plugins/apps/mastodon",
 		"artifacts/miniflux":                  "miniflux.app/v2",

@@ -234,6 +234,7 @@ func (miniflux) Render(_ context.Context, req app.RenderRequest) ([]app.Node, er
 			"OAUTH2_USER_CREATION":           boolFlag(c.OIDC.UserCreation),
 			"OAUTH2_ADMIN_GROUP":             c.OIDC.AdminGroup,
 			"OAUTH2_GROUP_CLAIM":             "groups",
+			"OAUTH2_ADDITIONAL_SCOPES":       "groups",
 			"DISABLE_LOCAL_AUTH":             strconv.FormatBool(c.OIDC.DisableLocalAuth),
 		} {
 			node.Env[k] = v

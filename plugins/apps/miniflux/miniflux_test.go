@@ -179,5 +179,6 @@ func TestSSORequestAndEnv(t *testing.T) {
 	var node contract.InstanceRequest
 	require.NoError(t, json.Unmarshal(nodes[0].Spec, &node))
 	require.Equal(t, "groups", node.Env["OAUTH2_GROUP_CLAIM"])
+	require.Equal(t, "groups", node.Env["OAUTH2_ADDITIONAL_SCOPES"], "Miniflux asks for the groups scope, without which no groups claim comes")
 	require.Equal(t, "feed-admins", node.Env["OAUTH2_ADMIN_GROUP"])
 }
