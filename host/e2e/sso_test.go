@@ -152,5 +152,6 @@ func TestMinifluxSignsInThroughTheDeploymentsProvider(t *testing.T) {
 
 	// The web addresses list the sign-in with its certificate.
 	out := h.cli("deployments", "status", d.ID)
-	require.Contains(t, out, "sign-in\thttps://auth.sso.localhost:"+strconv.Itoa(h.httpsPort)+"/ (live)")
+	require.Regexp(t, `url\s+sign-in\s+https://auth\.sso\.localhost:`+strconv.Itoa(h.httpsPort)+`/ \(live\)`, out)
+	require.Regexp(t, `certificate\s+sign-in\s+valid`, out)
 }

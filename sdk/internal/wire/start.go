@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -114,7 +115,7 @@ func Start(ctx context.Context, cfg StartConfig) (*Started, error) {
 		StartTimeout:     timeout,
 		GRPCDialOptions:  dialOptions(cfg.CallObserver),
 	})
-	started, err := dispense(ctx, client, cfg.Kind)
+	started, err := startOnOwnThread(ctx, client, cfg.Kind)
 	if err != nil {
 		client.Kill()
 		if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
@@ -144,6 +145,33 @@ func dialOptions(observe func(method string, took time.Duration)) []grpc.DialOpt
 		return err
 	}
 	return append(opts, grpc.WithChainUnaryInterceptor(timed))
+}
+
+// startOnOwnThread starts the plugin from an OS thread kept for it until it ends. The
+// kernel sends the parent-death signal when the thread that forked a child ends, not the
+// process, and Go ends a thread when a goroutine locked to it returns: forked from any
+// thread, a plugin could be killed by some later goroutine's LockOSThread and return on
+// that thread. Holding the thread costs one sleeping thread per running plugin.
+func startOnOwnThread(ctx context.Context, client *plugin.Client, kind sdk.Kind) (*Started, error) {
+	type result struct {
+		started *Started
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		started, err := dispense(ctx, client, kind)
+		done <- result{started, err}
+		if err != nil {
+			return
+		}
+		for !client.Exited() {
+			time.Sleep(time.Second)
+		}
+		// Returning locked ends the thread: the plugin it forked has ended already.
+	}()
+	r := <-done
+	return r.started, r.err
 }
 
 func dispense(ctx context.Context, client *plugin.Client, kind sdk.Kind) (*Started, error) {
