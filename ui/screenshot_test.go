@@ -51,9 +51,15 @@ func TestScreenshots(t *testing.T) {
 			`backup of miniflux: pg_dump: error: connection to server at "10.20.0.7", port 5432 failed: FATAL: password authentication failed for user "alice_news_miniflux"`,
 			now.Add(-h*time.Hour)))
 	}
+	require.NoError(t, b.st.DrillStarted(ctx, d.ID, "miniflux", now.Add(-50*time.Hour)))
+	require.NoError(t, b.st.DrillFinished(ctx, d.ID, "miniflux", store.Drill{Snapshot: snapshots[0].ID, Tables: 23, Rows: 4812, Seconds: 3.4}, now.Add(-50*time.Hour)))
+	require.NoError(t, b.st.DrillStarted(ctx, d.ID, "miniflux", now.Add(-2*time.Hour)))
+	require.NoError(t, b.st.DrillFinished(ctx, d.ID, "miniflux", store.Drill{Error: "restore drill of miniflux: restoring snapshot aaaa1111: restic: pack 4f3a9c2e not found"}, now.Add(-2*time.Hour)))
 	require.NoError(t, b.st.EnsureAppBackup(ctx, d.ID, "pixelfed", now.Add(-80*time.Hour)))
 	require.NoError(t, b.st.BackupStarted(ctx, d.ID, "pixelfed", good.ID, store.BackupManual, now.Add(-3*time.Hour)))
 	require.NoError(t, b.st.BackupFinished(ctx, d.ID, "pixelfed", "0f1e2d3c4b5a69788796a5b4c3d2e1f00f1e2d3c4b5a69788796a5b4c3d2e1f0", "", now.Add(-3*time.Hour)))
+	require.NoError(t, b.st.DrillStarted(ctx, d.ID, "pixelfed", now.Add(-time.Hour)))
+	require.NoError(t, b.st.DrillFinished(ctx, d.ID, "pixelfed", store.Drill{Snapshot: "0f1e2d3c", Tables: 41, Rows: 120, Seconds: 2}, now.Add(-time.Hour)))
 	ui.SetSnapshots(b.ui, func(_ context.Context, _, app string) ([]backup.Snapshot, error) {
 		if app == "pixelfed" {
 			return nil, nil
