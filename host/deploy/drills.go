@@ -117,7 +117,8 @@ func (r *run) drillOnce(ctx context.Context, app string) (store.Drill, error) {
 }
 
 // runDrills queues the restore drills that are due at now: each app of an active (or
-// failed) deployment with a good backup and no drill since DrillEvery, one build per
+// failed) deployment with a good backup and no drill for DrillEvery (counted from the
+// start of its backups before its first drill), one build per
 // deployment and tick, after the backups (Tick runs them first, and a deployment with a
 // build queued or running waits).
 func (e *Engine) runDrills(ctx context.Context, now time.Time, ds []store.Deployment) ([]store.Build, error) {
@@ -140,7 +141,13 @@ func (e *Engine) runDrills(ctx context.Context, now time.Time, ds []store.Deploy
 			continue
 		}
 		for _, rec := range byDeployment[d.ID] {
-			if rec.LastSuccessAt == nil || (rec.LastDrillAt != nil && now.Sub(*rec.LastDrillAt) < DrillEvery) {
+			// The first drill is a day after the app's backups started, then a day after
+			// each drill: not at once after an app's first backup.
+			base := rec.Since
+			if rec.LastDrillAt != nil && rec.LastDrillAt.After(base) {
+				base = *rec.LastDrillAt
+			}
+			if rec.LastSuccessAt == nil || now.Sub(base) < DrillEvery {
 				continue
 			}
 			b, err := e.operate(actx, d, store.OperationDrill, Operation{App: rec.App})

@@ -24,6 +24,7 @@ import (
 func TestMinifluxOnSSHWithATerraformDatabase(t *testing.T) {
 	dir := t.TempDir()
 	require.NoError(t, os.Chmod(dir, 0o755))
+	require.NoError(t, os.Mkdir(filepath.Join(dir, "sshd"), 0o700))
 	sshd, stop, err := sshtest.Start(filepath.Join(dir, "sshd"))
 	require.NoError(t, err)
 	t.Cleanup(stop)

@@ -35,7 +35,9 @@ type Keys struct {
 // LoadOrCreate reads the identity in dataDir, making it on first start. A key file that
 // others may read is refused.
 func LoadOrCreate(dataDir string) (*Keys, error) {
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+	// As the store makes it: others may pass through, not list it (the managed PostgreSQL
+	// cluster's user keeps its state below it). The key file itself is 0600.
+	if err := os.MkdirAll(dataDir, 0o711); err != nil {
 		return nil, fmt.Errorf("making the data directory %s: %w", dataDir, err)
 	}
 	path := filepath.Join(dataDir, KeyFileName)
