@@ -34,9 +34,7 @@ func (q *Queue) heartbeat(ctx context.Context) {
 	tick := time.NewTicker(heartbeatEvery)
 	defer tick.Stop()
 	for {
-		_, err := q.store.RiverPgx().Exec(ctx, `INSERT INTO fedhost_hosts (client_id, seen_at) VALUES ($1, now())
-			ON CONFLICT (client_id) DO UPDATE SET seen_at = now()`, q.clientID)
-		if err != nil && ctx.Err() == nil {
+		if err := q.beat(ctx); err != nil && ctx.Err() == nil {
 			q.logger.Error("queue: recording this host's heartbeat", "error", err)
 		}
 		select {
@@ -45,6 +43,13 @@ func (q *Queue) heartbeat(ctx context.Context) {
 		case <-tick.C:
 		}
 	}
+}
+
+// beat records once that this host lives.
+func (q *Queue) beat(ctx context.Context) error {
+	_, err := q.store.RiverPgx().Exec(ctx, `INSERT INTO fedhost_hosts (client_id, seen_at) VALUES ($1, now())
+		ON CONFLICT (client_id) DO UPDATE SET seen_at = now()`, q.clientID)
+	return err
 }
 
 // failDeadHosts fails the builds and runs whose jobs run on hosts not seen for lostAfter, as

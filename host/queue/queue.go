@@ -178,6 +178,13 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 // Start starts working builds, and returns once the workers run. Cancelling
 // ctx later stops the queue as StopAndCancel would; prefer Stop.
 func (q *Queue) Start(ctx context.Context) error {
+	if q.clusterMode() {
+		// A host back after a crash was last seen long ago: it says it lives before it
+		// takes a job, or the leader would fail that job as one of a dead host's.
+		if err := q.beat(ctx); err != nil {
+			q.logger.Error("queue: recording this host's heartbeat", "error", err)
+		}
+	}
 	if err := q.client.Start(ctx); err != nil {
 		return fmt.Errorf("starting the build queue: %w", err)
 	}
