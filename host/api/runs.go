@@ -5,15 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
 	"mime"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/valyala/fasthttp"
 
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/store"
@@ -231,61 +228,41 @@ type OutputEvent struct {
 // runEvents streams a run's output as Server-Sent Events, resumable like a build's
 // (Last-Event-ID or ?after=N), and ends with an "end" event holding the run.
 func (h *handlers) runEvents(c *fiber.Ctx) error {
-	after, err := queryInt(c, "after", 0, 0, math.MaxInt)
+	after, err := resumeAfter(c)
 	if err != nil {
 		return err
-	}
-	if id, err := strconv.Atoi(c.Get("Last-Event-ID")); err == nil {
-		after = id
 	}
 	r, err := h.runOf(c)
 	if err != nil {
 		return err
 	}
 	st := h.d.Store
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set("X-Accel-Buffering", "no")
-	ctx := context.WithoutCancel(c.UserContext())
-	conn, writeTimeout := c.Context().Conn(), c.App().Config().WriteTimeout
-	c.Context().SetBodyStreamWriter(fasthttp.StreamWriter(func(w *bufio.Writer) {
-		last := after
-		for {
-			if writeTimeout > 0 {
-				_ = conn.SetWriteDeadline(time.Now().Add(writeTimeout))
-			}
-			run, err := st.GetRun(ctx, r.ID)
-			if err != nil {
-				return
-			}
-			for {
-				out, err := st.RunOutputs(ctx, r.ID, last, 200)
-				if err != nil {
-					return
-				}
-				for _, o := range out {
-					data, _ := json.Marshal(OutputEvent{Seq: o.Seq, Time: o.Time, Stream: o.Stream, Data: o.Data, State: string(run.State)})
-					fmt.Fprintf(w, "id: %d\nevent: output\ndata: %s\n\n", o.Seq, data)
-					last = o.Seq
-				}
-				if len(out) < 200 {
-					break
-				}
-			}
-			if run.State.Finished() {
-				data, _ := json.Marshal(toRun(run))
-				fmt.Fprintf(w, "event: end\ndata: %s\n\n", data)
-				_ = w.Flush()
-				return
-			}
-			fmt.Fprint(w, ": waiting\n\n")
-			if err := w.Flush(); err != nil {
-				return
-			}
-			time.Sleep(runEventPoll)
+	return streamEvents(c, after, runEventPoll, func(ctx context.Context, w *bufio.Writer, last int) (int, bool) {
+		run, err := st.GetRun(ctx, r.ID)
+		if err != nil {
+			return last, true
 		}
-	}))
-	return nil
+		for {
+			out, err := st.RunOutputs(ctx, r.ID, last, 200)
+			if err != nil {
+				return last, true
+			}
+			for _, o := range out {
+				data, _ := json.Marshal(OutputEvent{Seq: o.Seq, Time: o.Time, Stream: o.Stream, Data: o.Data, State: string(run.State)})
+				fmt.Fprintf(w, "id: %d\nevent: output\ndata: %s\n\n", o.Seq, data)
+				last = o.Seq
+			}
+			if len(out) < 200 {
+				break
+			}
+		}
+		if run.State.Finished() {
+			data, _ := json.Marshal(toRun(run))
+			fmt.Fprintf(w, "event: end\ndata: %s\n\n", data)
+			return last, true
+		}
+		return last, false
+	})
 }
 
 // runEventPoll is how often a stream looks for new output of a running run: live
