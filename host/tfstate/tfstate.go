@@ -16,11 +16,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
-	"os"
 	"path/filepath"
 
 	"filippo.io/age"
+
+	"github.com/fedhost/fedhost/host/agekey"
 )
 
 // KeyFileName is the identity's file in the host's data directory.
@@ -35,70 +35,26 @@ type Keys struct {
 // LoadOrCreate reads the identity in dataDir, making it on first start. A key file that
 // others may read is refused.
 func LoadOrCreate(dataDir string) (*Keys, error) {
-	// As the store makes it: others may pass through, not list it (the managed PostgreSQL
-	// cluster's user keeps its state below it). The key file itself is 0600.
-	if err := os.MkdirAll(dataDir, 0o711); err != nil {
-		return nil, fmt.Errorf("making the data directory %s: %w", dataDir, err)
-	}
-	path := filepath.Join(dataDir, KeyFileName)
-	id, err := read(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		var fresh *age.X25519Identity
-		if fresh, err = age.GenerateX25519Identity(); err != nil {
-			return nil, fmt.Errorf("generating the terraform state identity: %w", err)
-		}
-		text := "# fedhost: the key of the Terraform states the host keeps. Losing it loses every state.\n" + fresh.String() + "\n"
-		if err := writeNew(path, []byte(text)); err != nil && !errors.Is(err, fs.ErrExist) {
-			return nil, fmt.Errorf("writing the terraform state identity %s: %w", path, err)
-		}
-		id, err = read(path)
-	}
+	f := agekey.File{Name: KeyFileName, What: "the terraform state key",
+		Header: "fedhost: the key of the Terraform states the host keeps. Losing it loses every state.",
+		Generate: func() (string, error) {
+			id, err := age.GenerateX25519Identity()
+			if err != nil {
+				return "", err
+			}
+			return id.String(), nil
+		}}
+	got, err := f.LoadOrCreate(dataDir)
 	if err != nil {
 		return nil, err
+	}
+	id, ok := got.(*age.X25519Identity)
+	if !ok {
+		return nil, fmt.Errorf("the terraform state key file %s must hold an X25519 identity", filepath.Join(dataDir, KeyFileName))
 	}
 	mac := hmac.New(sha256.New, []byte(id.String()))
 	mac.Write([]byte("fedhost terraform state tokens"))
 	return &Keys{id: id, stateKey: hex.EncodeToString(mac.Sum(nil))}, nil
-}
-
-func writeNew(path string, data []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func read(path string) (*age.X25519Identity, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("the terraform state key file %s has mode %04o: others may read it; make it readable by its owner only (chmod 600 %s)", path, perm, path)
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("opening the terraform state key file: %w", err)
-	}
-	defer f.Close()
-	ids, err := age.ParseIdentities(f)
-	if err != nil {
-		return nil, fmt.Errorf("the terraform state key file %s is not an age identity file: restore it from a backup", path)
-	}
-	id, ok := ids[0].(*age.X25519Identity)
-	if len(ids) != 1 || !ok {
-		return nil, fmt.Errorf("the terraform state key file %s must hold exactly one X25519 identity", path)
-	}
-	return id, nil
 }
 
 // StateKey is the key the terraform provider mints workspace tokens with (its state_key
