@@ -121,11 +121,12 @@ func Start(dir string, o Options) (*Server, func(), error) {
 			return nil, nil, err
 		}
 		args = append(args, "--smtp-auth-file", authFile)
-		if !o.STARTTLS {
-			args = append(args, "--smtp-auth-allow-insecure")
-		}
 	} else {
 		args = append(args, "--smtp-auth-accept-any")
+	}
+	if !o.STARTTLS {
+		// mailpit refuses to start with any SMTP AUTH setting on a plain connection.
+		args = append(args, "--smtp-auth-allow-insecure")
 	}
 	logPath := filepath.Join(dir, "mailpit.log")
 	logFile, err := os.Create(logPath)

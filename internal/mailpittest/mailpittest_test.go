@@ -52,3 +52,16 @@ func TestStartSendRead(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, ms)
 }
+
+// With no accounts, mailpit takes mail from anyone, with or without SMTP AUTH.
+func TestStartWithoutAccounts(t *testing.T) {
+	s, stop, err := Start(t.TempDir(), Options{})
+	require.NoError(t, err)
+	defer stop()
+	require.NoError(t, smtp.SendMail(s.SMTPAddr, nil, "noreply@acme.test", []string{"bob@people.test"}, []byte("From: noreply@acme.test\r\nTo: bob@people.test\r\nSubject: open\r\n\r\nx\r\n")))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := s.WaitFor(ctx, "to:bob@people.test")
+	require.NoError(t, err)
+	require.Equal(t, "open", m.Subject)
+}
