@@ -78,6 +78,16 @@ func Problems(s *jsonschema.Schema, err error) []Problem {
 				add(loc, n.name(loc)+" is required when "+n.name(append(append([]string{}, e.InstanceLocation...), k.Prop))+" is set")
 			}
 			return
+		case *kind.PropertyNames:
+			// The causes judge the name itself (their location is empty): the problem sits
+			// at the entry, and says what its name must be.
+			loc := append(append([]string{}, e.InstanceLocation...), k.Property)
+			why := "is not allowed here"
+			if len(e.Causes) > 0 {
+				why = describe(deepest(e.Causes[0]).ErrorKind)
+			}
+			add(loc, "The name of this entry "+why+": rename it")
+			return
 		case *kind.AdditionalProperties:
 			for _, name := range k.Properties {
 				loc := append(append([]string{}, e.InstanceLocation...), name)
@@ -90,6 +100,14 @@ func Problems(s *jsonschema.Schema, err error) []Problem {
 	walk(verr)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Location < out[j].Location })
 	return out
+}
+
+// deepest follows the first cause down to the error that says what is wrong.
+func deepest(e *jsonschema.ValidationError) *jsonschema.ValidationError {
+	for len(e.Causes) > 0 {
+		e = e.Causes[0]
+	}
+	return e
 }
 
 // pointer writes instance location tokens as a JSON pointer, cut to maxLocation bytes.
@@ -285,8 +303,6 @@ func describe(k jsonschema.ErrorKind) string {
 		return "is a value that is not allowed here"
 	case *kind.FalseSchema:
 		return "is not allowed here: remove it"
-	case *kind.PropertyNames:
-		return "has an entry whose name is not allowed"
 	case *kind.Contains, *kind.MinContains, *kind.MaxContains:
 		return "lacks an item it must contain"
 	}

@@ -103,3 +103,12 @@ func normalize(t *testing.T, v any) map[string]any {
 	require.NoError(t, d.Decode(&out))
 	return out
 }
+
+// A name propertyNames refuses is reported at its entry, saying what the name must be.
+func TestPropertyNamesProblemSitsAtTheEntry(t *testing.T) {
+	s, err := Compile("pn.json", []byte(`{"type":"object","properties":{"labels":{"type":"object",
+		"propertyNames":{"maxLength":5}}}}`))
+	require.NoError(t, err)
+	require.Equal(t, []Problem{{Location: "/labels/toolong", Message: "The name of this entry must be at most 5 characters: rename it"}},
+		Check(s, []byte(`{"labels":{"ok":1,"toolong":2}}`)))
+}
