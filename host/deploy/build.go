@@ -518,7 +518,11 @@ func (r *run) removeUnplanned(ctx context.Context, cfg catalog.Config, planned m
 				if err := r.e.opts.Store.PutResource(ctx, row); err != nil {
 					return err
 				}
-				r.event(store.LevelInfo, "cleanup", 95, "keeping %s: app %s is disabled and keeps its data", row.Name, row.App)
+				if row.App == "" {
+					r.event(store.LevelInfo, "cleanup", 95, "keeping %s: nothing asks for it now, and it keeps its data", row.Name)
+				} else {
+					r.event(store.LevelInfo, "cleanup", 95, "keeping %s: app %s is disabled and keeps its data", row.Name, row.App)
+				}
 			}
 			continue
 		}
