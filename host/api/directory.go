@@ -86,12 +86,36 @@ func (h *handlers) directoryOf(c *fiber.Ctx) (*directory.Directory, error) {
 	return directory.New(res, pw)
 }
 
+// NextAfterHeader carries the `after` of the next page of a deployment's users when more
+// follow.
+const NextAfterHeader = "X-Next-After"
+
+// defaultUsersPage is a page of users when after is given without limit.
+const defaultUsersPage = 100
+
 func (h *handlers) listDirectoryUsers(c *fiber.Ctx) error {
+	limit, err := queryInt(c, "limit", 0, 1, directory.MaxPage)
+	if err != nil {
+		return err
+	}
+	after := c.Query("after")
 	dir, err := h.directoryOf(c)
 	if err != nil {
 		return err
 	}
-	users, err := dir.Users()
+	var users []directory.User
+	if limit == 0 && after == "" {
+		users, err = dir.Users()
+	} else {
+		if limit == 0 {
+			limit = defaultUsersPage
+		}
+		var more bool
+		users, more, err = dir.UsersPage(after, limit)
+		if more {
+			c.Set(NextAfterHeader, users[len(users)-1].Name)
+		}
+	}
 	if err != nil {
 		return err
 	}

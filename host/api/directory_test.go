@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -249,6 +250,54 @@ func TestDirectoryUsersThroughTheAPI(t *testing.T) {
 }
 
 // Bad input is refused naming the field, and leaves nothing in the directory.
+// The users come a page at a time when limit or after is given, the X-Next-After header
+// naming the next page's after; without either, all of them.
+func TestDirectoryUsersInPages(t *testing.T) {
+	t.Parallel()
+	b := setupDirectory(t)
+	alice := b.user(t, "alice", false)
+	d := b.deployment(t, alice, "pages")
+	base := "/api/v1/deployments/" + d.ID + "/users"
+	b.withDirectory(t, d, "staff")
+	for _, name := range []string{"erin", "bob", "dave", "carol"} {
+		status, body := b.do(t, alice, "POST", base, `{"name":"`+name+`","groups":["staff"]}`)
+		require.Equal(t, http.StatusCreated, status, "%s", body)
+	}
+	page := func(query string) ([]string, string) {
+		req := httptest.NewRequest("GET", base+query, nil)
+		req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: alice.cookie})
+		resp, err := b.app.Test(req, -1)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var users []api.DirectoryUser
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&users))
+		var names []string
+		for _, u := range users {
+			require.Equal(t, []string{"staff"}, u.Groups)
+			require.NotNil(t, u.PendingLink, "the invitation of %s", u.Name)
+			names = append(names, u.Name)
+		}
+		return names, resp.Header.Get(api.NextAfterHeader)
+	}
+	names, next := page("?limit=3")
+	require.Equal(t, []string{"bob", "carol", "dave"}, names)
+	require.Equal(t, "dave", next)
+	names, next = page("?limit=3&after=" + next)
+	require.Equal(t, []string{"erin"}, names)
+	require.Empty(t, next)
+	names, next = page("?after=carol")
+	require.Equal(t, []string{"dave", "erin"}, names)
+	require.Empty(t, next)
+	names, next = page("")
+	require.Equal(t, []string{"bob", "carol", "dave", "erin"}, names)
+	require.Empty(t, next)
+	for _, bad := range []string{"?limit=0", "?limit=1001", "?after=Not%20a%20name"} {
+		status, body := b.do(t, alice, "GET", base+bad, "")
+		require.Equal(t, http.StatusBadRequest, status, "%s: %s", bad, body)
+	}
+}
+
 func TestDirectoryUsersRefuseBadInput(t *testing.T) {
 	t.Parallel()
 	b := setupDirectory(t)

@@ -206,19 +206,90 @@ func (d *Directory) Users() ([]User, error) {
 	if err != nil {
 		return nil, err
 	}
+	res, err := c.SearchWithPaging(ldap.NewSearchRequest(d.res.UsersDN, ldap.ScopeSingleLevel, ldap.NeverDerefAliases, 0, 0, false,
+		"(objectClass=inetOrgPerson)", userAttributes, nil), pageSize)
+	if err != nil {
+		return nil, fmt.Errorf("listing the directory's users: %w", err)
+	}
+	return d.withGroups(res.Entries, groups), nil
+}
+
+// MaxPage is the most users UsersPage answers at once.
+const MaxPage = 1000
+
+// noAttributes asks a search for the entries' DNs alone (RFC 4511, 4.5.1.8).
+const noAttributes = "1.1"
+
+// UsersPage is a page of Users: at most limit (1 to MaxPage) users whose names sort
+// after after ("" for the first page), sorted by name, with their groups, and whether
+// more follow. It reads every user's DN (no attribute: slapd's cost is per attribute
+// returned) to find the page's names, then only the page's entries, so a page of a
+// large directory costs a fraction of the whole list.
+func (d *Directory) UsersPage(after string, limit int) ([]User, bool, error) {
+	if after != "" {
+		if err := CheckName("after", after); err != nil {
+			return nil, false, err
+		}
+	}
+	if limit < 1 || limit > MaxPage {
+		return nil, false, refuse(CodeInvalid, "limit", "a page is 1 to %d users", MaxPage)
+	}
+	c, err := d.conn()
+	if err != nil {
+		return nil, false, err
+	}
+	defer c.Close()
+	res, err := c.SearchWithPaging(ldap.NewSearchRequest(d.res.UsersDN, ldap.ScopeSingleLevel, ldap.NeverDerefAliases, 0, 0, false,
+		"(objectClass=inetOrgPerson)", []string{noAttributes}, nil), pageSize)
+	if err != nil {
+		return nil, false, fmt.Errorf("listing the directory's users: %w", err)
+	}
+	names := make([]string, 0, len(res.Entries))
+	for _, e := range res.Entries {
+		if name, ok := d.memberName(e.DN); ok {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	first := sort.Search(len(names), func(i int) bool { return names[i] > after })
+	names = names[first:]
+	more := len(names) > limit
+	if more {
+		names = names[:limit]
+	}
+	if len(names) == 0 {
+		return []User{}, false, nil
+	}
+	var filter strings.Builder
+	filter.WriteString("(&(objectClass=inetOrgPerson)(|")
+	for _, n := range names {
+		filter.WriteString("(uid=" + ldap.EscapeFilter(n) + ")")
+	}
+	filter.WriteString("))")
+	res, err = c.SearchWithPaging(ldap.NewSearchRequest(d.res.UsersDN, ldap.ScopeSingleLevel, ldap.NeverDerefAliases, 0, 0, false,
+		filter.String(), userAttributes, nil), pageSize)
+	if err != nil {
+		return nil, false, fmt.Errorf("reading a page of the directory's users: %w", err)
+	}
+	groups, err := d.groups(c)
+	if err != nil {
+		return nil, false, err
+	}
+	out := d.withGroups(res.Entries, groups)
+	return out, more, nil
+}
+
+// withGroups are the users of entries, sorted by name, each with the groups it is a
+// member of.
+func (d *Directory) withGroups(entries []*ldap.Entry, groups []Group) []User {
 	of := map[string][]string{}
 	for _, g := range groups {
 		for _, m := range g.Members {
 			of[m] = append(of[m], g.Name)
 		}
 	}
-	res, err := c.SearchWithPaging(ldap.NewSearchRequest(d.res.UsersDN, ldap.ScopeSingleLevel, ldap.NeverDerefAliases, 0, 0, false,
-		"(objectClass=inetOrgPerson)", userAttributes, nil), pageSize)
-	if err != nil {
-		return nil, fmt.Errorf("listing the directory's users: %w", err)
-	}
-	out := make([]User, 0, len(res.Entries))
-	for _, e := range res.Entries {
+	out := make([]User, 0, len(entries))
+	for _, e := range entries {
 		u := userOf(e)
 		u.Groups = of[u.Name]
 		if u.Groups == nil {
@@ -227,7 +298,7 @@ func (d *Directory) Users() ([]User, error) {
 		out = append(out, u)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	return out
 }
 
 func userOf(e *ldap.Entry) User {
@@ -312,8 +383,18 @@ func (d *Directory) groups(c *ldap.Conn) ([]Group, error) {
 	return out, nil
 }
 
-// memberName is the user name of a member DN directly under users_dn.
+// memberName is the user name of a member DN directly under users_dn. A DN of the
+// form fedhost writes (uid=<name>,<users_dn>, a name that needs no escaping) is read
+// without parsing it: a listing reads 10,000 of them, and ldap.ParseDN of each took more
+// time than slapd's answer.
 func (d *Directory) memberName(member string) (string, bool) {
+	suffix := "," + d.res.UsersDN
+	if len(member) > len("uid=")+len(suffix) && strings.EqualFold(member[:len("uid=")], "uid=") &&
+		strings.EqualFold(member[len(member)-len(suffix):], suffix) {
+		if name := member[len("uid=") : len(member)-len(suffix)]; nameRE.MatchString(name) {
+			return name, true
+		}
+	}
 	dn, err := ldap.ParseDN(member)
 	if err != nil || len(dn.RDNs) != len(d.users.RDNs)+1 || len(dn.RDNs[0].Attributes) != 1 {
 		return "", false

@@ -145,6 +145,59 @@ func TestUserLifecycle(t *testing.T) {
 	require.Error(t, bind(t, r, "alice", "correct horse battery"))
 }
 
+// UsersPage answers the users after a name, sorted, a page at a time, with their groups,
+// and says whether more follow; the pages together are the whole list.
+func TestUsersPage(t *testing.T) {
+	t.Parallel()
+	d, _ := setup(t, "staff")
+	for _, name := range []string{"erin", "bob", "dave", "alice", "carol"} {
+		u := directory.User{Name: name}
+		if name == "bob" || name == "erin" {
+			u.Groups = []string{"staff"}
+		}
+		require.NoError(t, d.Add(u))
+	}
+	all, err := d.Users()
+	require.NoError(t, err)
+	var paged []directory.User
+	var names [][]string
+	after := ""
+	for {
+		page, more, err := d.UsersPage(after, 2)
+		require.NoError(t, err)
+		var ns []string
+		for _, u := range page {
+			ns = append(ns, u.Name)
+		}
+		names = append(names, ns)
+		paged = append(paged, page...)
+		if !more {
+			break
+		}
+		after = page[len(page)-1].Name
+	}
+	require.Equal(t, [][]string{{"alice", "bob"}, {"carol", "dave"}, {"erin"}}, names)
+	require.Equal(t, all, paged)
+	require.Equal(t, []string{"staff"}, paged[1].Groups)
+	require.Equal(t, []string{}, paged[0].Groups)
+
+	page, more, err := d.UsersPage("zed", 10)
+	require.NoError(t, err)
+	require.Empty(t, page)
+	require.False(t, more)
+	page, more, err = d.UsersPage("", 5)
+	require.NoError(t, err)
+	require.Len(t, page, 5)
+	require.False(t, more, "exactly the last user fills the page")
+	_, _, err = d.UsersPage("Not A Name", 10)
+	c, field := code(t, err)
+	require.Equal(t, directory.CodeInvalid, c)
+	require.Equal(t, "after", field)
+	_, _, err = d.UsersPage("", directory.MaxPage+1)
+	_, field = code(t, err)
+	require.Equal(t, "limit", field)
+}
+
 // The last member of a group can leave it: the bind account stands in.
 func TestLastMemberLeavesAGroup(t *testing.T) {
 	t.Parallel()
@@ -211,7 +264,8 @@ func TestDeploymentsAreApart(t *testing.T) {
 	require.NoError(t, b.Add(directory.User{Name: "alice"}), "the same name in another deployment")
 }
 
-// BenchmarkUsers lists a directory of 10,000 users in 20 groups.
+// BenchmarkUsers lists a directory of 10,000 users in 20 groups: whole, and a page of
+// 100 (the first, and one in the middle), each answer encoded as the API sends it.
 func BenchmarkUsers(b *testing.B) {
 	groups := make([]string, 20)
 	for i := range groups {
@@ -240,11 +294,28 @@ func BenchmarkUsers(b *testing.B) {
 	}
 	d, err := directory.New(r, pw)
 	require.NoError(b, err)
-	b.ResetTimer()
-	for b.Loop() {
-		users, err := d.Users()
-		if err != nil || len(users) != 10000 || len(users[0].Groups) != 1 {
-			b.Fatalf("%v, %d users", err, len(users))
+	b.Run("all", func(b *testing.B) {
+		for b.Loop() {
+			users, err := d.Users()
+			if err != nil || len(users) != 10000 || len(users[0].Groups) != 1 {
+				b.Fatalf("%v, %d users", err, len(users))
+			}
+			if _, err := json.Marshal(users); err != nil {
+				b.Fatal(err)
+			}
 		}
+	})
+	for _, after := range []string{"", "user05000"} {
+		b.Run("page-100-after-"+after, func(b *testing.B) {
+			for b.Loop() {
+				users, more, err := d.UsersPage(after, 100)
+				if err != nil || len(users) != 100 || !more || len(users[0].Groups) != 1 || users[0].Name <= after {
+					b.Fatalf("%v, %d users", err, len(users))
+				}
+				if _, err := json.Marshal(users); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -52,16 +52,23 @@ var dcRE = regexp.MustCompile(`^dc=[a-z0-9-]+(,dc=[a-z0-9-]+)*$`)
 // cn=<tenant>-<instance>; ou=users and ou=groups have no password) may read and write
 // ou=<tenant>,<base> and everything under it and nothing else; anybody may bind
 // (authenticate) with a password there; nothing else is readable. The openldap
-// provider's README shows the same rules for a hand-made slapd. The binder is matched
-// with dn.onelevel,expand rather than a second dn.regex, which slapd would compile at
-// every check: listing 10,000 users was 4 times slower so.
+// provider's README shows the same rules for a hand-made slapd.
+//
+// What they cost is slapd's regexec of the entry's DN, once per rule tried and per
+// attribute of each entry returned (slapd matches a rule's DN before its attrs): the
+// binder is matched with dn.onelevel,expand rather than a second dn.regex, which slapd
+// would compile at every check; the first rule serves the binder for every attribute,
+// the password included, so a listing by the bind account pays one regexec per
+// attribute instead of two (the password's rule comes second, for everybody else);
+// and the pattern is anchored at a comma or the start rather than with ^(.+,)?, which
+// glibc matches in half the time (the same DNs match, with the same $2).
 func TenantACL(base string) []string {
 	suffix := regexp.QuoteMeta(base)
-	to := fmt.Sprintf(`dn.regex="^(.+,)?ou=([^,]+),%s$"`, suffix)
+	to := fmt.Sprintf(`dn.regex="(^|,)ou=([^,]+),%s$"`, suffix)
 	owner := fmt.Sprintf(`dn.onelevel,expand="ou=$2,%s"`, base)
 	return []string{
-		fmt.Sprintf(`to %s attrs=userPassword by %s write by anonymous auth by * none`, to, owner),
-		fmt.Sprintf(`to %s by %s write by * none`, to, owner),
+		fmt.Sprintf(`to %s by %s write by * break`, to, owner),
+		fmt.Sprintf(`to %s attrs=userPassword by anonymous auth by * none`, to),
 		`to * by * none`,
 	}
 }
@@ -70,6 +77,11 @@ func TenantACL(base string) []string {
 // no configuration yet: base (dc= components) is the database's suffix, adminDN and
 // adminPassword its root DN.
 func (d Dir) Init(base, adminDN, adminPassword string) error {
+	return d.init(base, adminDN, adminPassword, TenantACL(base))
+}
+
+// init is Init with the olcAccess rules of the database given.
+func (d Dir) init(base, adminDN, adminPassword string, rules []string) error {
 	if !dcRE.MatchString(base) {
 		return fmt.Errorf("slapd: the base DN is not dc= components (dc=example,dc=org)")
 	}
@@ -89,7 +101,7 @@ func (d Dir) Init(base, adminDN, adminPassword string) error {
 			return err
 		}
 	}
-	if err := d.slapadd(slapadd, "", d.configLDIF(base, adminDN, adminPassword)); err != nil {
+	if err := d.slapadd(slapadd, "", d.configLDIF(base, adminDN, adminPassword, rules)); err != nil {
 		return err
 	}
 	first := strings.TrimPrefix(strings.SplitN(base, ",", 2)[0], "dc=")
@@ -122,7 +134,7 @@ func isFile(p string) bool {
 // configLDIF is the cn=config. Its olcLimits let an authenticated bind account page
 // through a directory of any size (500 entries a search otherwise, at most 1,000 a page);
 // uid and member are indexed for the host's look-ups of a user and of a user's groups.
-func (d Dir) configLDIF(base, adminDN, adminPassword string) string {
+func (d Dir) configLDIF(base, adminDN, adminPassword string, rules []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `dn: cn=config
 objectClass: olcGlobal
@@ -173,7 +185,7 @@ olcDbIndex: objectClass eq
 olcDbIndex: uid,member eq
 olcLimits: {0}users size.soft=500 size.hard=500 size.pr=1000 size.prtotal=unlimited
 `, string(d), d.dataDir(), base, adminDN, SSHA(adminPassword))
-	for i, rule := range TenantACL(base) {
+	for i, rule := range rules {
 		fmt.Fprintf(&b, "olcAccess: {%d}%s\n", i, rule)
 	}
 	// The ppolicy overlay refuses the bind of an entry whose pwdAccountLockedTime is
