@@ -179,6 +179,9 @@ func (u *UI) addUser(c *fiber.Ctx, s *session) error {
 	if err != nil {
 		return u.userRefused(c, s, d, usersData{Form: nu}, err)
 	}
+	if len(nu.Groups) > 0 {
+		u.syncRoles(s, d)
+	}
 	return u.issueLink(c, s, d, nu.Name, nu.Email, store.LinkInvitation, fiber.StatusCreated)
 }
 
@@ -238,6 +241,7 @@ func (u *UI) changeUser(c *fiber.Ctx, s *session) error {
 	if change == "reset" {
 		return u.issueLink(c, s, d, name, email, store.LinkReset, fiber.StatusOK)
 	}
+	u.syncRoles(s, d)
 	return c.Redirect("/deployments/"+d.ID+"/users", fiber.StatusSeeOther)
 }
 
@@ -268,7 +272,15 @@ func (u *UI) changeMembership(c *fiber.Ctx, s *session) error {
 	if err != nil {
 		return u.userRefused(c, s, d, usersData{}, err)
 	}
+	u.syncRoles(s, d)
 	return c.Redirect("/deployments/"+d.ID+"/users", fiber.StatusSeeOther)
+}
+
+// syncRoles queues the sync of the apps' roles after a change of d's directory. The
+// change stands when it fails: SyncRoles records the failure as an audit event, and the
+// scheduler's tick syncs again.
+func (u *UI) syncRoles(s *session, d store.Deployment) {
+	_, _ = u.d.Engine.SyncRoles(s.ctx, d.ID, s.Name)
 }
 
 // public shows the error of a page without a session as a page.

@@ -203,6 +203,9 @@ func (h *handlers) addDirectoryUser(c *fiber.Ctx) error {
 	if err := dir.Add(u); err != nil {
 		return err
 	}
+	if len(u.Groups) > 0 {
+		h.syncRoles(c)
+	}
 	link, err := h.newPasswordLink(c, body.Name, body.Email, store.LinkInvitation)
 	if err != nil {
 		return err
@@ -241,6 +244,7 @@ func (h *handlers) setDirectoryUserDisabled(disabled bool) fiber.Handler {
 		if err := dir.SetDisabled(name, disabled); err != nil {
 			return err
 		}
+		h.syncRoles(c)
 		return h.answerUser(c, dir, name)
 	})
 }
@@ -262,6 +266,7 @@ func (h *handlers) deleteDirectoryUser() fiber.Handler {
 		if err := dir.Delete(name); err != nil {
 			return err
 		}
+		h.syncRoles(c)
 		if err := h.d.Store.DeletePasswordLinks(c.UserContext(), c.Params("id"), name); err != nil {
 			return err
 		}
@@ -294,8 +299,19 @@ func (h *handlers) setDirectoryMembership(member bool) fiber.Handler {
 		if err != nil {
 			return err
 		}
+		h.syncRoles(c)
 		return h.answerUser(c, dir, name)
 	})
+}
+
+// syncRoles queues the sync of the apps' roles after a change of the route's
+// deployment's directory. The change stands when it fails: the failure is an audit
+// event, and the scheduler's tick syncs again.
+func (h *handlers) syncRoles(c *fiber.Ctx) {
+	cl, _ := callerOf(c)
+	if _, err := h.d.Engine.SyncRoles(c.UserContext(), c.Params("id"), cl.user.Name); err != nil {
+		h.log(c, "queuing the sync of the apps' roles", err)
+	}
 }
 
 // newPasswordLink makes a one-time link for a user of the route's deployment and mails

@@ -256,7 +256,8 @@ func (e *Engine) runBackups(ctx context.Context, now time.Time, ds []store.Deplo
 
 // Tick is the scheduler's periodic work: due updates, then due certificate renewals
 // (an update renews too), then due backups, then due restore drills, then the
-// apps' scheduled operations, then the daily domain snapshots and renewals.
+// apps' scheduled operations, then the daily domain snapshots and renewals, then the
+// syncs of the apps' roles with the directories.
 func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	ds, err := e.opts.Store.ListDeployments(ctx, "")
 	if err != nil {
@@ -268,7 +269,8 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	_, derr := e.runDrills(ctx, now, ds)
 	_, serr := e.runSchedules(ctx, now)
 	domerr := e.runDomainRenewals(ctx, now)
-	return errors.Join(uerr, rerr, berr, derr, serr, domerr)
+	_, roleerr := e.runRoleSyncs(ctx, now, ds)
+	return errors.Join(uerr, rerr, berr, derr, serr, domerr, roleerr)
 }
 
 // RunRetention deletes what is kept only for a time: the logs of builds finished longer

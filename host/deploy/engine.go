@@ -69,6 +69,10 @@ type Options struct {
 	// DelegationResolver is the resolver (host:port) asked whether an operator's own
 	// domain is delegated to the zone's nameservers; the system's when empty.
 	DelegationResolver string
+	// RoleSyncInterval is how long a successful sync of the apps' roles with the
+	// directory holds before the scheduler's tick runs another (1 h); a failed one is
+	// retried at the next tick.
+	RoleSyncInterval time.Duration
 }
 
 // Engine runs submits and builds.

@@ -59,6 +59,9 @@ func (e *Engine) Operations(ctx context.Context, deploymentID string) ([]AppOper
 			return nil, err
 		}
 		for _, op := range ops {
+			if op.Name == app.OperationSyncRoles {
+				continue // the host's own, run after each change of the directory
+			}
 			out = append(out, AppOperation{App: name, Operation: op})
 		}
 	}
@@ -136,8 +139,16 @@ func (e *Engine) StartRun(ctx context.Context, deploymentID string, req RunReque
 	if i < 0 {
 		return store.Run{}, refuse(CodeNotFound, "/operation", "app %s has no such operation: GET /api/v1/deployments/{id}/operations lists them", req.App)
 	}
-	op := ops[i]
-	in, err := checkInput(op, req.Input)
+	if ops[i].Name == app.OperationSyncRoles {
+		return store.Run{}, refuse(CodeConflict, "/operation", "fedhost runs %s itself, after each change of the directory's users and groups and on a timer", app.OperationSyncRoles)
+	}
+	return e.queueRun(ctx, d, req, ops[i], maxRunInput)
+}
+
+// queueRun checks a run's input, at most limit bytes, keeps its secret inputs in the
+// secret resource, and queues the run.
+func (e *Engine) queueRun(ctx context.Context, d store.Deployment, req RunRequest, op app.Operation, limit int) (store.Run, error) {
+	in, err := checkInput(op, req.Input, limit)
 	if err != nil {
 		return store.Run{}, err
 	}
@@ -190,9 +201,9 @@ func newRunTag() string {
 
 // checkInput validates an input against an operation's schema; the problems name the
 // input's fields (/input/...), never a value.
-func checkInput(op app.Operation, raw json.RawMessage) (json.RawMessage, error) {
-	if len(raw) > maxRunInput {
-		return nil, refuse(CodeInvalidConfiguration, "/input", "the input is larger than %d bytes", maxRunInput)
+func checkInput(op app.Operation, raw json.RawMessage, limit int) (json.RawMessage, error) {
+	if len(raw) > limit {
+		return nil, refuse(CodeInvalidConfiguration, "/input", "the input is larger than %d bytes", limit)
 	}
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = json.RawMessage(`{}`)

@@ -71,10 +71,10 @@ func (e *Engine) AddSchedule(ctx context.Context, deploymentID string, req Sched
 		return store.RunSchedule{}, err
 	}
 	i := slices.IndexFunc(ops, func(op app.Operation) bool { return op.Name == req.Operation })
-	if i < 0 {
+	if i < 0 || ops[i].Name == app.OperationSyncRoles {
 		return store.RunSchedule{}, refuse(CodeNotFound, "/operation", "app %s has no such operation", req.App)
 	}
-	in, err := checkInput(ops[i], req.Input)
+	in, err := checkInput(ops[i], req.Input, maxRunInput)
 	if err != nil {
 		return store.RunSchedule{}, err
 	}

@@ -188,3 +188,39 @@ type RoleGroup struct {
 type RoleGrouper interface {
 	RoleGroups(ctx context.Context) ([]RoleGroup, error)
 }
+
+// OperationSyncRoles is the operation by which an app's roles follow the groups of the
+// deployment's directory. Serve offers it for a RoleSyncer; the host runs it, never an
+// operator: after every change of a user's groups, a disable or a delete, and on a
+// timer. A failed sync is a failed run on the deployment's page and in the audit trail,
+// retried at the next timer; it never fails a build.
+const OperationSyncRoles = "sync-roles"
+
+// RoleSyncInput is the input of OperationSyncRoles: by each of the app's role groups, the
+// names of its members who may sign in, sorted (a disabled user is in none). A user in
+// none of the lists holds none of the roles the app's groups give.
+type RoleSyncInput struct {
+	Members map[string][]string `json:"members"`
+}
+
+// RoleSyncer is an app whose roles follow group membership. RoleSync returns the command
+// that gives each user the roles of in's groups and takes the others away; it runs like
+// an operation's command, in one of the app's nodes with its environment, so the app's
+// admin credentials never pass through the host. It should be idempotent: the host runs
+// it again on a timer.
+type RoleSyncer interface {
+	RoleSync(ctx context.Context, req CommandRequest, in RoleSyncInput) (Command, error)
+}
+
+// roleSyncOperation is how Serve lists OperationSyncRoles.
+func roleSyncOperation() Operation {
+	return Operation{
+		Name: OperationSyncRoles, Title: "Sync roles",
+		Description: "Give the members of the app's role groups their roles and take them from everyone else",
+		Input: json.RawMessage(`{"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "additionalProperties": false,
+  "required": ["members"],
+  "properties": {"members": {"type": "object", "maxProperties": 64,
+    "additionalProperties": {"type": "array", "maxItems": 10000, "items": {"type": "string", "minLength": 1, "maxLength": 64}}}}}`),
+		TimeoutSeconds: 120, Idempotent: true, NeedsRunning: true, Concurrent: true,
+	}
+}

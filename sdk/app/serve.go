@@ -90,11 +90,7 @@ func (s *server) Renames(ctx context.Context, _ *pb.RenamesRequest) (*pb.Renames
 }
 
 func (s *server) Operations(ctx context.Context, _ *pb.OperationsRequest) (*pb.OperationsResponse, error) {
-	o, ok := s.a.(Operator)
-	if !ok {
-		return &pb.OperationsResponse{}, nil
-	}
-	ops, err := o.Operations(ctx)
+	ops, err := s.operations(ctx)
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
@@ -107,6 +103,21 @@ func (s *server) Operations(ctx context.Context, _ *pb.OperationsRequest) (*pb.O
 		}
 	}
 	return &pb.OperationsResponse{Operations: out}, nil
+}
+
+// operations are the app's own and, for a RoleSyncer, OperationSyncRoles.
+func (s *server) operations(ctx context.Context) ([]Operation, error) {
+	var ops []Operation
+	if o, ok := s.a.(Operator); ok {
+		var err error
+		if ops, err = o.Operations(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if _, ok := s.a.(RoleSyncer); ok && !slices.ContainsFunc(ops, func(op Operation) bool { return op.Name == OperationSyncRoles }) {
+		ops = append(ops, roleSyncOperation())
+	}
+	return ops, nil
 }
 
 func (s *server) VersionGuard(ctx context.Context, _ *pb.VersionGuardRequest) (*pb.VersionGuardResponse, error) {
@@ -138,15 +149,7 @@ func (s *server) RoleGroups(ctx context.Context, _ *pb.RoleGroupsRequest) (*pb.R
 }
 
 func (s *server) Command(ctx context.Context, req *pb.CommandRequest) (*pb.CommandResponse, error) {
-	c, ok := s.a.(Commander)
-	if !ok {
-		return nil, unsupported("operations that run as commands")
-	}
-	o, _ := s.a.(Operator)
-	if o == nil {
-		return nil, unsupported("operations")
-	}
-	ops, err := o.Operations(ctx)
+	ops, err := s.operations(ctx)
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
@@ -158,10 +161,22 @@ func (s *server) Command(ctx context.Context, req *pb.CommandRequest) (*pb.Comma
 	for k, v := range req.GetResults() {
 		results[k] = v
 	}
-	cmd, err := c.Command(ctx, CommandRequest{
+	creq := CommandRequest{
 		Operation: req.GetOperation(), Input: req.GetInput(), Tenant: req.GetTenant(),
 		Domain: req.GetDomain(), Config: req.GetConfig(), Results: results,
-	})
+	}
+	var cmd Command
+	if rs, ok := s.a.(RoleSyncer); ok && creq.Operation == OperationSyncRoles {
+		var in RoleSyncInput
+		if err := json.Unmarshal(creq.Input, &in); err != nil {
+			return nil, wire.ToStatus(sdk.Invalid("input", "the input of %s is not {\"members\": {group: [names]}}: %v", OperationSyncRoles, err))
+		}
+		cmd, err = rs.RoleSync(ctx, creq, in)
+	} else if c, ok := s.a.(Commander); ok {
+		cmd, err = c.Command(ctx, creq)
+	} else {
+		return nil, unsupported("operations that run as commands")
+	}
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -558,6 +559,9 @@ func (k *appKit) checkExtras() {
 			}
 		}
 	}
+	if seenOp := slices.ContainsFunc(ops, func(op app.Operation) bool { return op.Name == app.OperationSyncRoles }); seenOp {
+		k.checkRoleSync(groups)
+	}
 	g, err := k.app.VersionGuard(k.ctx)
 	if sdk.CodeOf(err) == sdk.CodeUnsupported {
 		return
@@ -574,6 +578,32 @@ func (k *appKit) checkExtras() {
 	}
 	if g.OnDowngrade != "" && g.OnDowngrade != app.DowngradeRefuse && g.OnDowngrade != app.DowngradeWarn {
 		t.Errorf("version guard: OnDowngrade %q is not one of refuse, warn", g.OnDowngrade)
+	}
+}
+
+// checkRoleSync asks a RoleSyncer for its command with one member in each role group,
+// and with none: each names a DNS-safe node.
+func (k *appKit) checkRoleSync(groups []app.RoleGroup) {
+	t := k.t
+	t.Helper()
+	if len(groups) == 0 {
+		t.Errorf("%s: the app syncs roles but has no role groups: list them in RoleGroups", app.OperationSyncRoles)
+		return
+	}
+	one, none := map[string][]string{}, map[string][]string{}
+	for _, g := range groups {
+		one[g.Name], none[g.Name] = []string{"alice"}, []string{}
+	}
+	for _, members := range []map[string][]string{one, none} {
+		in, _ := json.Marshal(app.RoleSyncInput{Members: members})
+		cmd, err := k.app.Command(k.ctx, app.CommandRequest{Operation: app.OperationSyncRoles, Input: in, Tenant: "acme", Domain: "acme.test", Config: json.RawMessage(`{}`)})
+		if err != nil {
+			t.Errorf("%s with members %s: %v", app.OperationSyncRoles, in, err)
+			continue
+		}
+		if !sdk.ValidInstance(cmd.Node) {
+			t.Errorf("%s: the command's node %q is not DNS-safe: name one of the nodes Render gives", app.OperationSyncRoles, cmd.Node)
+		}
 	}
 }
 

@@ -139,3 +139,33 @@ func checkLine(field, v string) error {
 }
 
 var _ app.Commander = miniflux{}
+
+// rolesBinary is the artifact that sets Miniflux's administrators through its REST API
+// (cmd/fedhost-miniflux-roles), built beside the miniflux binary.
+var rolesBinary = "fedhost-miniflux-roles"
+
+// RoleSync makes the members of the administrator group (oidc.adminGroup) Miniflux
+// administrators and every other user not: Miniflux itself sets is_admin only when a
+// user signs in, so a user taken out of the group would stay an administrator until then.
+// The command runs in the web node, where it signs in with the node's admin credentials.
+func (miniflux) RoleSync(_ context.Context, req app.CommandRequest, in app.RoleSyncInput) (app.Command, error) {
+	c, err := parse(req.Config)
+	if err != nil {
+		return app.Command{}, err
+	}
+	group := c.OIDC.AdminGroup
+	if group == "" {
+		group = defaults().OIDC.AdminGroup
+	}
+	admins := in.Members[group]
+	if admins == nil {
+		admins = []string{}
+	}
+	stdin, err := json.Marshal(map[string][]string{"admins": admins})
+	if err != nil {
+		return app.Command{}, err
+	}
+	return app.Command{Node: "web", Binary: rolesBinary, Stdin: stdin}, nil
+}
+
+var _ app.RoleSyncer = miniflux{}

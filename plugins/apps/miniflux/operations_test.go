@@ -67,6 +67,7 @@ func startMiniflux(t *testing.T) *node {
 	t.Helper()
 	dir := t.TempDir()
 	goBuild(t, filepath.Join(dir, "artifacts", binary), "miniflux.app/v2")
+	goBuild(t, filepath.Join(dir, "artifacts", rolesBinary), "./cmd/fedhost-miniflux-roles")
 	pluginBin := filepath.Join(dir, "fedhost-resource-local")
 	goBuild(t, pluginBin, "../../resources/local")
 
@@ -111,9 +112,15 @@ func startMiniflux(t *testing.T) *node {
 // returns the command's stdout and stderr.
 func (n *node) run(t *testing.T, operation string, input string) (string, string) {
 	t.Helper()
-	ctx := context.Background()
-	cmd, err := miniflux{}.Command(ctx, app.CommandRequest{Operation: operation, Input: json.RawMessage(input), Tenant: "flux"})
+	cmd, err := miniflux{}.Command(context.Background(), app.CommandRequest{Operation: operation, Input: json.RawMessage(input), Tenant: "flux"})
 	require.NoError(t, err)
+	return n.exec(t, operation, cmd)
+}
+
+// exec runs a command in the node as the host does.
+func (n *node) exec(t *testing.T, operation string, cmd app.Command) (string, string) {
+	t.Helper()
+	ctx := context.Background()
 	var stdout, stderr strings.Builder
 	res, err := n.rc.Exec(ctx, resource.ExecRequest{
 		Tenant: "flux", Instance: cmd.Node, Type: contract.Instance, Spec: n.spec,
@@ -247,4 +254,53 @@ func TestCommandsKeepSecretsOffTheCommandLine(t *testing.T) {
 	require.Equal(t, "input/username", sdk.FieldOf(err))
 	_, err = miniflux{}.Command(context.Background(), app.CommandRequest{Operation: "backup"})
 	require.Equal(t, sdk.CodeUnsupported, sdk.CodeOf(err))
+}
+
+func TestAdministratorsFollowTheAdminGroupOnARealMiniflux(t *testing.T) {
+	n := startMiniflux(t)
+	const adminPassword = "admin-password-1"
+	isAdmin := map[string]bool{"alice": false, "bob": true, "carol": false}
+	for name, admin := range isAdmin {
+		code, body := n.api(t, http.MethodPost, "/v1/users", "admin", adminPassword,
+			map[string]any{"username": name, "password": "password of " + name, "is_admin": admin})
+		require.Equal(t, http.StatusCreated, code, "%s", body)
+	}
+	admins := func() map[string]bool {
+		code, body := n.api(t, http.MethodGet, "/v1/users", "admin", adminPassword, nil)
+		require.Equal(t, http.StatusOK, code, "%s", body)
+		var users []struct {
+			Username string `json:"username"`
+			IsAdmin  bool   `json:"is_admin"`
+		}
+		require.NoError(t, json.Unmarshal(body, &users))
+		out := map[string]bool{}
+		for _, u := range users {
+			out[u.Username] = u.IsAdmin
+		}
+		return out
+	}
+	sync := func(members map[string][]string) string {
+		cmd, err := miniflux{}.RoleSync(context.Background(), app.CommandRequest{Operation: app.OperationSyncRoles, Tenant: "flux"},
+			app.RoleSyncInput{Members: members})
+		require.NoError(t, err)
+		stdout, stderr := n.exec(t, app.OperationSyncRoles, cmd)
+		for _, s := range []string{stdout, stderr, n.pluginLog.String()} {
+			require.NotContains(t, s, adminPassword)
+		}
+		return stdout
+	}
+
+	// alice joins miniflux-admins; bob, an administrator made in Miniflux, is in no role
+	// group and stops being one; the node's own admin stays one.
+	out := sync(map[string][]string{"miniflux-admins": {"alice"}, "miniflux-users": {"alice", "bob"}})
+	require.Contains(t, out, "alice: now an administrator")
+	require.Contains(t, out, "bob: no longer an administrator")
+	require.Equal(t, map[string]bool{"admin": true, "alice": true, "bob": false, "carol": false}, admins())
+
+	// Again: nothing to change.
+	require.Contains(t, sync(map[string][]string{"miniflux-admins": {"alice"}}), "4 users checked, 0 changed")
+
+	// alice leaves the group (or is disabled, or deleted: she is then in no list).
+	require.Contains(t, sync(map[string][]string{"miniflux-admins": {}}), "alice: no longer an administrator")
+	require.Equal(t, map[string]bool{"admin": true, "alice": false, "bob": false, "carol": false}, admins())
 }

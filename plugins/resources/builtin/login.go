@@ -7,8 +7,10 @@ import (
 	"errors"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/zitadel/oidc/v3/pkg/op"
 )
@@ -30,6 +32,23 @@ type loginView struct {
 	App, Action, ID, CSRF, User, Message string
 	Refused, Gone                        bool
 	Groups                               []string
+	// redirect is the app's redirect URI the sign-in ends at: the form's submission
+	// follows redirects there, which form-action must allow (Chromium checks each hop).
+	redirect string
+}
+
+// formAction is the CSP form-action of a page whose form may end at redirect: the issuer
+// itself and the origin of the app's redirect URI (registered, checked when the sign-in
+// began); the issuer alone when it is not an http(s) URL with a plain host.
+func formAction(redirect string) string {
+	u, err := url.Parse(redirect)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" ||
+		strings.ContainsFunc(u.Host, func(r rune) bool {
+			return !(r == '.' || r == '-' || r == ':' || r == '[' || r == ']' || unicode.IsLetter(r) || unicode.IsDigit(r)) || r > unicode.MaxASCII
+		}) {
+		return "form-action 'self'"
+	}
+	return "form-action 'self' " + u.Scheme + "://" + u.Host
 }
 
 // Rate limits on failed sign-ins: per user name of a deployment, 5 at once and then one
@@ -61,7 +80,7 @@ const sessionCookie = "fedhost_session"
 func render(w http.ResponseWriter, status int, v loginView) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; "+formAction(v.redirect)+"; frame-ancestors 'none'")
 	w.Header().Set("X-Frame-Options", "DENY")
 	w.Header().Set("Referrer-Policy", "no-referrer")
 	w.WriteHeader(status)
@@ -85,7 +104,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request, t *tenant, o orig
 			Name: csrfCookie(a.ID), Value: a.csrf, Path: loginPath, MaxAge: int(authRequestLifetime / time.Second),
 			HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode,
 		})
-		render(w, http.StatusOK, loginView{App: t.appName(a.ClientID), Action: loginPath, ID: a.ID, CSRF: a.csrf})
+		render(w, http.StatusOK, loginView{App: t.appName(a.ClientID), Action: loginPath, ID: a.ID, CSRF: a.csrf, redirect: a.RedirectURI})
 	case http.MethodPost:
 		s.loginPost(w, r, t, o)
 	default:
@@ -115,7 +134,7 @@ func (s *server) loginPost(w http.ResponseWriter, r *http.Request, t *tenant, o 
 	if len(name) > 64 {
 		name = name[:64]
 	}
-	view := loginView{App: app, Action: loginPath, ID: a.ID, CSRF: a.csrf, User: name}
+	view := loginView{App: app, Action: loginPath, ID: a.ID, CSRF: a.csrf, User: name, redirect: a.RedirectURI}
 	now := s.now()
 	userKey := t.name + "\x00" + strings.ToLower(name)
 	addrKey := o.client.String()

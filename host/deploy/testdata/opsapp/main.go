@@ -77,6 +77,19 @@ func (opsapp) Command(_ context.Context, req app.CommandRequest) (app.Command, e
 	return cmd, nil
 }
 
+func (opsapp) RoleGroups(context.Context) ([]app.RoleGroup, error) {
+	return []app.RoleGroup{{Name: "ops-admins", Roles: []string{"admin"}}, {Name: "ops-users", Roles: []string{"user"}}}, nil
+}
+
+// RoleSync prints its input; it fails while a user named fail is an admin.
+func (opsapp) RoleSync(_ context.Context, _ app.CommandRequest, in app.RoleSyncInput) (app.Command, error) {
+	b, err := json.Marshal(in.Members)
+	if err != nil {
+		return app.Command{}, err
+	}
+	return app.Command{Node: "web", Binary: "sh", Args: []string{"-c", `cat; echo; case "$1" in *'"fail"'*) exit 3;; esac`, "sh", string(b)}, Stdin: b}, nil
+}
+
 func itoa(n int) string {
 	b, _ := json.Marshal(n)
 	return string(b)
@@ -86,4 +99,8 @@ func main() {
 	app.Serve(sdk.Description{Name: "opsapp", Version: "1.0.0", Serves: []string{"opsapp"}}, opsapp{})
 }
 
-var _ app.Commander = opsapp{}
+var (
+	_ app.Commander   = opsapp{}
+	_ app.RoleGrouper = opsapp{}
+	_ app.RoleSyncer  = opsapp{}
+)
