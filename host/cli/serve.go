@@ -95,6 +95,9 @@ func (e *env) serve(ctx context.Context) error {
 
 		MaxDeploymentsPerOperator: cfg.DeploymentLimit(),
 		FrontDoor:                 frontDoor(cfg),
+		DomainFollow:              cfg.PendingFollow(),
+		DelegationResolver:        cfg.DelegationResolver(),
+		DomainSnapshotEvery:       cfg.SnapshotInterval(),
 	})
 	revision, err := engine.RecordRevision(ctx)
 	if err != nil {

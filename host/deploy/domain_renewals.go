@@ -12,9 +12,10 @@ import (
 	"github.com/fedhost/fedhost/sdk/registrar"
 )
 
-// runDomainRenewals is the daily domain job: once a day for each registrar, it lists the
-// account (Snapshot), records each change of a domain the host registered (expiry, lock,
-// nameservers, state; an expiry as its own event), and renews for a year each domain
+// runDomainRenewals is the daily domain job: once a day (Options.DomainSnapshotEvery)
+// for each registrar, it lists the account (Snapshot), records each change of a domain
+// the host registered (expiry, lock, nameservers, state; an expiry as its own event),
+// and renews for a year each domain
 // that expires within 30 days and whose renewal is auto. A registrar that fails is asked
 // again at the next tick; the others go on.
 func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
@@ -23,6 +24,10 @@ func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
 		return err
 	}
 	names := e.Registrars()
+	every := e.opts.DomainSnapshotEvery
+	if every <= 0 {
+		every = snapshotEvery
+	}
 	errs := []error{e.recheckDelegations(ctx, recs, now)}
 	for _, name := range names {
 		last, err := e.opts.Store.LastSnapshot(ctx, name)
@@ -30,7 +35,7 @@ func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
 			errs = append(errs, err)
 			continue
 		}
-		if !last.IsZero() && now.Sub(last) < snapshotEvery {
+		if !last.IsZero() && now.Sub(last) < every {
 			continue
 		}
 		held := map[string]store.Domain{}

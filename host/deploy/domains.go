@@ -44,7 +44,8 @@ const defaultDomainFollow = 2 * time.Minute
 // renewWithin is how far ahead of its expiry a domain is renewed.
 const renewWithin = 30 * 24 * time.Hour
 
-// snapshotEvery is how often each registrar's account is listed.
+// snapshotEvery is how often each registrar's account is listed, unless
+// Options.DomainSnapshotEvery says otherwise.
 const snapshotEvery = 24 * time.Hour
 
 // maxDomainMessage bounds what the store keeps of a registrar's words.
@@ -453,7 +454,7 @@ func (e *Engine) CheckDelegation(ctx context.Context, domain string, want []stri
 	if server == "" {
 		conf, err := dns.ClientConfigFromFile("/etc/resolv.conf")
 		if err != nil || len(conf.Servers) == 0 {
-			return false, nil, fmt.Errorf("no resolver: set delegation_resolver")
+			return false, nil, fmt.Errorf("no resolver: set domain_delegation_resolver in fedhost.hcl")
 		}
 		server = net.JoinHostPort(conf.Servers[0], conf.Port)
 	}

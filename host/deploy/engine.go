@@ -69,6 +69,9 @@ type Options struct {
 	// DelegationResolver is the resolver (host:port) asked whether an operator's own
 	// domain is delegated to the zone's nameservers; the system's when empty.
 	DelegationResolver string
+	// DomainSnapshotEvery is how often each registrar's account is listed and its due
+	// domains renewed (a day when 0).
+	DomainSnapshotEvery time.Duration
 }
 
 // Engine runs submits and builds.
