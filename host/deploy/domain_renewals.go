@@ -380,15 +380,9 @@ type TransferConfirmation struct {
 // transfer the registry keeps pending is followed by the next build, which then sets the
 // nameservers and the lock as for a registration.
 func (e *Engine) TransferDomainIn(ctx context.Context, deploymentID string, c TransferConfirmation) (store.Domain, error) {
-	d, err := e.Deployment(ctx, deploymentID)
+	d, rec, err := e.domainFor(ctx, deploymentID, c.Domain, "transfer")
 	if err != nil {
 		return store.Domain{}, err
-	}
-	if err := validDomain(c.Domain); err != nil {
-		return store.Domain{}, err
-	}
-	if d.Domain != "" && d.Domain != c.Domain {
-		return store.Domain{}, refuse(CodeConflict, "/domain", "this deployment's domain is %s: transfer that one, or change the deployment's domain first", d.Domain)
 	}
 	if strings.TrimSpace(c.AuthCode) == "" || len(c.AuthCode) > 255 {
 		return store.Domain{}, refuse(CodeInvalidConfiguration, "/auth_code", "give the auth (EPP) code your current registrar hands out")
@@ -400,14 +394,8 @@ func (e *Engine) TransferDomainIn(ctx context.Context, deploymentID string, c Tr
 	if err != nil {
 		return store.Domain{}, err
 	}
-	rec, err := e.opts.Store.GetDomain(ctx, c.Domain)
-	switch {
-	case err == nil && rec.DeploymentID != d.ID:
-		return store.Domain{}, refuse(CodeConflict, "/domain", "another deployment has this domain")
-	case err == nil && rec.Mode == store.DomainRegistered && rec.State != DomainTransferring && rec.State != DomainRefused && rec.State != registrar.StatusFailed && rec.State != DomainConfirmed:
+	if rec.Mode == store.DomainRegistered && rec.State != DomainTransferring && rec.State != DomainRefused && rec.State != registrar.StatusFailed && rec.State != DomainConfirmed {
 		return store.Domain{}, refuse(CodeConflict, "/domain", "this domain is %s at %s already", rec.State, rec.Registrar)
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return store.Domain{}, err
 	}
 	if rec.State != DomainTransferring || rec.Registrar != c.Registrar || rec.PriceMicros != c.PriceMicros || rec.Currency != c.Currency {
 		rec = store.Domain{Name: c.Domain, DeploymentID: d.ID, Owner: d.Owner, Mode: store.DomainRegistered, Registrar: c.Registrar,

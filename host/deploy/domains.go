@@ -205,15 +205,9 @@ type Confirmation struct {
 // a confirmation is asked for once, whatever fails and is tried again. Confirming the same
 // again changes nothing.
 func (e *Engine) ConfirmRegistration(ctx context.Context, deploymentID string, c Confirmation) (store.Domain, error) {
-	d, err := e.Deployment(ctx, deploymentID)
+	d, old, err := e.domainFor(ctx, deploymentID, c.Domain, "register")
 	if err != nil {
 		return store.Domain{}, err
-	}
-	if err := validDomain(c.Domain); err != nil {
-		return store.Domain{}, err
-	}
-	if d.Domain != "" && d.Domain != c.Domain {
-		return store.Domain{}, refuse(CodeConflict, "/domain", "this deployment's domain is %s: register that one, or change the deployment's domain first", d.Domain)
 	}
 	if c.PriceMicros <= 0 || len(c.Currency) != 3 {
 		return store.Domain{}, refuse(CodeInvalidConfiguration, "/price_micros", "confirm the price and currency the check quoted")
@@ -227,17 +221,11 @@ func (e *Engine) ConfirmRegistration(ctx context.Context, deploymentID string, c
 		}
 		return store.Domain{}, err
 	}
-	old, err := e.opts.Store.GetDomain(ctx, c.Domain)
-	switch {
-	case err == nil && old.DeploymentID != d.ID:
-		return store.Domain{}, refuse(CodeConflict, "/domain", "another deployment has this domain")
-	case err == nil && old.Mode == store.DomainRegistered && old.State != DomainRefused && old.State != registrar.StatusFailed:
+	if old.Mode == store.DomainRegistered && old.State != DomainRefused && old.State != registrar.StatusFailed {
 		if old.State == DomainConfirmed && old.PriceMicros == c.PriceMicros && old.Currency == c.Currency && old.Registrar == c.Registrar && old.ContactID == c.ContactID {
 			return old, nil
 		}
 		return store.Domain{}, refuse(CodeConflict, "/domain", "this domain's registration is %s already", old.State)
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return store.Domain{}, err
 	}
 	rec := store.Domain{Name: c.Domain, DeploymentID: d.ID, Owner: d.Owner, Mode: store.DomainRegistered, Registrar: c.Registrar,
 		State: DomainConfirmed, ContactID: c.ContactID, PriceMicros: c.PriceMicros, Currency: c.Currency,
@@ -249,6 +237,33 @@ func (e *Engine) ConfirmRegistration(ctx context.Context, deploymentID string, c
 		return store.Domain{}, err
 	}
 	return e.opts.Store.GetDomain(ctx, c.Domain)
+}
+
+// domainFor is the deployment a registration or a transfer in of domain is asked for
+// (verb says which, for the refusal), and the domain's record where there is one (Name
+// empty where none): a domain that is not the deployment's, or that another deployment
+// holds, is refused.
+func (e *Engine) domainFor(ctx context.Context, deploymentID, domain, verb string) (store.Deployment, store.Domain, error) {
+	d, err := e.Deployment(ctx, deploymentID)
+	if err != nil {
+		return d, store.Domain{}, err
+	}
+	if err := validDomain(domain); err != nil {
+		return d, store.Domain{}, err
+	}
+	if d.Domain != "" && d.Domain != domain {
+		return d, store.Domain{}, refuse(CodeConflict, "/domain", "this deployment's domain is %s: %s that one, or change the deployment's domain first", d.Domain, verb)
+	}
+	rec, err := e.opts.Store.GetDomain(ctx, domain)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return d, store.Domain{}, nil
+	case err != nil:
+		return d, store.Domain{}, err
+	case rec.DeploymentID != d.ID:
+		return d, store.Domain{}, refuse(CodeConflict, "/domain", "another deployment has this domain")
+	}
+	return d, rec, nil
 }
 
 // domainStep brings the deployment's domain in step with its zone, once the zone is
