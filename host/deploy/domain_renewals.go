@@ -364,14 +364,11 @@ func (e *Engine) DeploymentDomain(ctx context.Context, deploymentID string) (sto
 const DomainTransferring = "transferring"
 
 // TransferConfirmation is an operator's yes to moving their domain to a registrar of
-// the host at the quoted transfer price; AuthCode is never kept.
+// the host: the confirmation's price is the quoted transfer price. AuthCode is never
+// kept.
 type TransferConfirmation struct {
-	Registrar   string
-	Domain      string
-	AuthCode    string
-	ContactID   string
-	PriceMicros int64
-	Currency    string
+	Confirmation
+	AuthCode string
 }
 
 // TransferDomainIn asks a registrar to move the deployment's domain into the provider's

@@ -366,7 +366,8 @@ func TestTransferInIsFollowedByTheNextBuild(t *testing.T) {
 	ctx := context.Background()
 	b := setupDomains(t)
 	b.srv.External("acme.test", "right-code-123", time.Now().AddDate(0, 6, 0))
-	confirm := TransferConfirmation{Registrar: "porkbun", Domain: "acme.test", AuthCode: "wrong-code-456", PriceMicros: 9_730_000, Currency: "USD"}
+	confirm := TransferConfirmation{AuthCode: "wrong-code-456",
+		Confirmation: Confirmation{Registrar: "porkbun", Domain: "acme.test", PriceMicros: 9_730_000, Currency: "USD"}}
 	_, err := b.e.TransferDomainIn(ctx, b.d.ID, confirm)
 	require.Error(t, err)
 	require.Equal(t, "/auth_code", err.(*Error).Location, "%v", err)
@@ -409,7 +410,8 @@ func TestRegisterAndTransferRefuseAnotherDeploymentsDomain(t *testing.T) {
 		return err
 	}
 	transfer := func(id, domain string) error {
-		_, err := b.e.TransferDomainIn(ctx, id, TransferConfirmation{Registrar: "porkbun", Domain: domain, AuthCode: "code-123", PriceMicros: 9_730_000, Currency: "USD"})
+		_, err := b.e.TransferDomainIn(ctx, id, TransferConfirmation{AuthCode: "code-123",
+			Confirmation: Confirmation{Registrar: "porkbun", Domain: domain, PriceMicros: 9_730_000, Currency: "USD"}})
 		return err
 	}
 	for verb, call := range map[string]func(string, string) error{"register": register, "transfer": transfer} {
