@@ -106,12 +106,14 @@ registrar "porkbun" {
 	return &registrarHost{frontDoor: &frontDoor{h: h, bind: bind}, porkbun: pb}
 }
 
-// pluginDirWithPorkbun is the harness's plugin directory (hard links to its binaries)
-// with the porkbun registrar driver added and locked: the other e2e tests run without a
+// pluginDirWithPorkbun is the harness's plugin directory (hard links to its binaries,
+// and its artifacts beside it) with the porkbun registrar driver added and locked: the other e2e tests run without a
 // registrar, as their fedhost.hcl names none.
 func pluginDirWithPorkbun(t *testing.T, dir string) string {
 	t.Helper()
 	require.NoError(t, os.Mkdir(dir, 0o755))
+	// Providers look for their executables (caddy, versitygw) in artifacts/ beside it.
+	require.NoError(t, os.Symlink(filepath.Join(binDir, "artifacts"), filepath.Join(filepath.Dir(dir), "artifacts")))
 	entries, err := os.ReadDir(filepath.Join(binDir, "plugins"))
 	require.NoError(t, err)
 	for _, e := range entries {
