@@ -60,7 +60,7 @@ func (e *Engine) registrarClient(name string) (*registrar.Client, error) {
 		return nil, refuse(CodeUnavailable, "/registrar", "this host runs no registrar: add a registrar block to fedhost.hcl")
 	}
 	p, ok := e.opts.Plugins.Find(sdk.KindRegistrar, name, "")
-	if !ok {
+	if !ok || !e.configuredRegistrar(name) {
 		return nil, refuse(CodeNotFound, "/registrar", "no such registrar is installed: name one of fedhost.hcl's registrar blocks (GET /api/v1/registrars lists them)")
 	}
 	c, err := p.Client()
@@ -70,18 +70,24 @@ func (e *Engine) registrarClient(name string) (*registrar.Client, error) {
 	return c.Registrar(), nil
 }
 
-// Registrars names the registrar plugins installed.
+// Registrars names the registrar plugins installed that fedhost.hcl configures.
 func (e *Engine) Registrars() []string {
 	if e.opts.Plugins == nil {
 		return nil
 	}
 	var names []string
 	for _, p := range e.opts.Plugins.Plugins() {
-		if p.Kind == sdk.KindRegistrar {
+		if p.Kind == sdk.KindRegistrar && e.configuredRegistrar(p.Name) {
 			names = append(names, p.Name)
 		}
 	}
 	return names
+}
+
+// configuredRegistrar: fedhost.hcl has a registrar block for name (or the engine was
+// given no list).
+func (e *Engine) configuredRegistrar(name string) bool {
+	return e.opts.Registrars == nil || slices.Contains(e.opts.Registrars, name)
 }
 
 // ValidateContact checks a contact as registries need it; the error names the field.

@@ -452,3 +452,23 @@ func TestDomainSnapshotEvery(t *testing.T) {
 	require.NoError(t, err)
 	require.WithinDuration(t, now.Add(61*time.Second), again, time.Second, "taken again after the interval")
 }
+
+// A registrar plugin installed without a registrar block in fedhost.hcl is not offered,
+// not asked and not listed by the snapshot job.
+func TestUnconfiguredRegistrarIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupDomains(t)
+	require.Equal(t, []string{"porkbun"}, b.e.Registrars())
+	b.e.opts.Registrars = []string{}
+	require.Empty(t, b.e.Registrars())
+	_, err := b.e.CheckDomain(ctx, "porkbun", "acme.test")
+	require.Equal(t, CodeNotFound, errCode(err), "%v", err)
+	require.Equal(t, "/registrar", err.(*Error).Location)
+	require.NoError(t, b.e.runDomainRenewals(ctx, time.Now()))
+	last, err := b.st.LastSnapshot(ctx, "porkbun")
+	require.NoError(t, err)
+	require.True(t, last.IsZero(), "no snapshot of a registrar fedhost.hcl does not name")
+	b.e.opts.Registrars = []string{"porkbun"}
+	require.Equal(t, []string{"porkbun"}, b.e.Registrars())
+}

@@ -69,6 +69,11 @@ type Options struct {
 	// DelegationResolver is the resolver (host:port) asked whether an operator's own
 	// domain is delegated to the zone's nameservers; the system's when empty.
 	DelegationResolver string
+	// Registrars names the registrars fedhost.hcl configures (its registrar blocks): only
+	// these are offered, asked and listed by the snapshot job, so that a driver installed
+	// in the plugin directory with no block is left alone. Nil offers every registrar
+	// plugin running.
+	Registrars []string
 	// DomainSnapshotEvery is how often each registrar's account is listed and its due
 	// domains renewed (a day when 0).
 	DomainSnapshotEvery time.Duration
