@@ -130,11 +130,24 @@ resource "smtp" {
   }
 }
 
-# A registrar driver, to register and renew operators' domains. Its API key is kept in
-# the secret resource under this name.
+# A registrar driver, to register and renew operators' domains. Its key pair stays in
+# files readable by fedhost only (plugins/registrars/porkbun/README.md).
 registrar "porkbun" {
-  settings = { api_key_secret = "registrar/porkbun/key" }
+  settings = {
+    api_key_file        = "/etc/fedhost/porkbun-api-key"
+    secret_api_key_file = "/etc/fedhost/porkbun-secret-api-key"
+  }
 }
+
+# The resolver asked whether an operator's own domain is delegated to the provider's
+# nameservers (an IP or host name, port 53 unless given); empty asks the system's.
+domain_delegation_resolver = ""
+# How long a build follows a registration the registry keeps pending; after that the
+# build fails unavailable and the next build follows on.
+domain_pending_follow = "2m"
+# How often each registrar's account is listed (expiry, lock, nameservers) and the
+# domains that expire within 30 days renewed.
+domain_snapshot_interval = "24h"
 
 # The settings of an app plugin, the same for every deployment of the app (each
 # deployment chooses the app's options). Checked against the plugin's settings schema.

@@ -270,8 +270,8 @@ func (h *handlers) transferDomain(c *fiber.Ctx) error {
 		}
 		req.Domain = d.Domain
 	}
-	rec, err := h.d.Engine.TransferDomainIn(c.UserContext(), c.Params("id"), deploy.TransferConfirmation{Registrar: req.Registrar, Domain: req.Domain,
-		AuthCode: req.AuthCode, ContactID: req.ContactID, PriceMicros: req.PriceMicros, Currency: req.Currency})
+	rec, err := h.d.Engine.TransferDomainIn(c.UserContext(), c.Params("id"), deploy.TransferConfirmation{AuthCode: req.AuthCode,
+		Confirmation: deploy.Confirmation{Registrar: req.Registrar, Domain: req.Domain, ContactID: req.ContactID, PriceMicros: req.PriceMicros, Currency: req.Currency}})
 	if err != nil {
 		return err
 	}

@@ -95,6 +95,10 @@ func (e *env) serve(ctx context.Context) error {
 
 		MaxDeploymentsPerOperator: cfg.DeploymentLimit(),
 		FrontDoor:                 frontDoor(cfg),
+		DomainFollow:              cfg.PendingFollow(),
+		DelegationResolver:        cfg.DelegationResolver(),
+		DomainSnapshotEvery:       cfg.SnapshotInterval(),
+		Registrars:                registrarNames(cfg),
 	})
 	revision, err := engine.RecordRevision(ctx)
 	if err != nil {
@@ -278,6 +282,16 @@ func backupPolicy(cfg *config.Config) func(app string) deploy.BackupPolicy {
 // resource block that names it, a registrar those of its block, an app none. A provider
 // or registrar the configuration does not name runs unconfigured: it is installed but
 // not in use.
+// registrarNames names the registrar blocks of cfg (an empty list, not nil, when there
+// are none: then no registrar is offered).
+func registrarNames(cfg *config.Config) []string {
+	names := []string{}
+	for _, r := range cfg.Registrars {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
 func pluginSettings(cfg *config.Config) func(sdk.Description) (json.RawMessage, bool) {
 	return func(d sdk.Description) (json.RawMessage, bool) {
 		switch d.Kind {

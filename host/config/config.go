@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -75,6 +76,16 @@ type Config struct {
 	// MetricsToken).
 	Metrics          string
 	MetricsTokenFile string
+	// DomainDelegationResolver is the resolver (host or host:port; port 53 when none)
+	// asked whether an operator's own domain is delegated to the provider's nameservers;
+	// "" asks the first of /etc/resolv.conf.
+	DomainDelegationResolver string
+	// DomainPendingFollow is how long a build follows a registration the registry keeps
+	// pending before it fails unavailable, the next build following on (a duration).
+	DomainPendingFollow string
+	// DomainSnapshotInterval is how often each registrar's account is listed, and its
+	// domains due within 30 days renewed (a duration).
+	DomainSnapshotInterval string
 	// Resources lists, per resource type, the provider that answers it.
 	Resources []Resource
 	// Registrars lists the registrar drivers in use.
@@ -233,6 +244,8 @@ func Default() *Config {
 		FrontDoorHTTPPort:         "8000",
 		SuggestedDomain:           "{namespace}.localhost",
 		Metrics:                   MetricsLoopback,
+		DomainPendingFollow:       "2m",
+		DomainSnapshotInterval:    "24h",
 		Resources: []Resource{
 			{Type: "postgresql", Provider: "postgresql", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
 			{Type: "s3", Provider: "versitygw", Settings: json.RawMessage(`{"managed":true}`), Limits: emptyObject()},
@@ -366,6 +379,30 @@ func emptyObject() json.RawMessage { return json.RawMessage(`{}`) }
 func (c *Config) BuildLogRetention() time.Duration {
 	days, _ := strconv.Atoi(c.BuildLogRetentionDays)
 	return time.Duration(days) * 24 * time.Hour
+}
+
+// DelegationResolver is DomainDelegationResolver as host:port ("" for the system's).
+func (c *Config) DelegationResolver() string {
+	r := c.DomainDelegationResolver
+	if r == "" {
+		return ""
+	}
+	if _, _, err := net.SplitHostPort(r); err == nil {
+		return r
+	}
+	return net.JoinHostPort(strings.Trim(r, "[]"), "53")
+}
+
+// PendingFollow is DomainPendingFollow as a duration.
+func (c *Config) PendingFollow() time.Duration {
+	d, _ := time.ParseDuration(c.DomainPendingFollow)
+	return d
+}
+
+// SnapshotInterval is DomainSnapshotInterval as a duration.
+func (c *Config) SnapshotInterval() time.Duration {
+	d, _ := time.ParseDuration(c.DomainSnapshotInterval)
+	return d
 }
 
 // PasswordLinkTTL is PasswordLinkDays as a duration.

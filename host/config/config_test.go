@@ -708,3 +708,44 @@ resource "route" {
 		require.NotContains(t, err.Error(), "front.example", "the value is not echoed")
 	}
 }
+
+// The domain settings: the delegation resolver (port 53 unless given), the pending-follow
+// time and the snapshot interval, each refused naming the setting and without its value.
+func TestDomainSettings(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load("", nil, nil)
+	require.NoError(t, err)
+	require.Empty(t, cfg.DelegationResolver(), "the system's resolver by default")
+	require.Equal(t, 2*time.Minute, cfg.PendingFollow())
+	require.Equal(t, 24*time.Hour, cfg.SnapshotInterval())
+
+	path := writeFile(t, `
+domain_delegation_resolver = "192.0.2.53"
+domain_pending_follow      = "30s"
+domain_snapshot_interval   = "1h"
+`)
+	cfg, err = config.Load(path, env("FEDHOST_DOMAIN_SNAPSHOT_INTERVAL=10s"), nil)
+	require.NoError(t, err)
+	require.Equal(t, "192.0.2.53:53", cfg.DelegationResolver())
+	require.Equal(t, 30*time.Second, cfg.PendingFollow())
+	require.Equal(t, 10*time.Second, cfg.SnapshotInterval(), "the environment beats the file")
+	for resolver, want := range map[string]string{"resolver.example:5353": "resolver.example:5353", "2001:db8::53": "[2001:db8::53]:53", "[2001:db8::53]:54": "[2001:db8::53]:54"} {
+		cfg, err := config.Load("", nil, flags(t, "--domain-delegation-resolver="+resolver))
+		require.NoError(t, err, resolver)
+		require.Equal(t, want, cfg.DelegationResolver())
+	}
+
+	for _, bad := range []struct{ env, want string }{
+		{"FEDHOST_DOMAIN_DELEGATION_RESOLVER=bad_host!:53", "domain_delegation_resolver (env FEDHOST_DOMAIN_DELEGATION_RESOLVER): is not a resolver address"},
+		{"FEDHOST_DOMAIN_DELEGATION_RESOLVER=192.0.2.53:99999", "domain_delegation_resolver (env FEDHOST_DOMAIN_DELEGATION_RESOLVER): is not a resolver address"},
+		{"FEDHOST_DOMAIN_PENDING_FOLLOW=bad_host!", "domain_pending_follow (env FEDHOST_DOMAIN_PENDING_FOLLOW): is not a duration from 1s to 1h"},
+		{"FEDHOST_DOMAIN_PENDING_FOLLOW=2h", "domain_pending_follow (env FEDHOST_DOMAIN_PENDING_FOLLOW): is not a duration from 1s to 1h"},
+		{"FEDHOST_DOMAIN_SNAPSHOT_INTERVAL=bad_host!", "domain_snapshot_interval (env FEDHOST_DOMAIN_SNAPSHOT_INTERVAL): is not a duration from 1s to 168h"},
+		{"FEDHOST_DOMAIN_SNAPSHOT_INTERVAL=0s", "domain_snapshot_interval (env FEDHOST_DOMAIN_SNAPSHOT_INTERVAL)"},
+	} {
+		_, err := config.Load("", env(bad.env), nil)
+		require.ErrorContains(t, err, bad.want)
+		require.NotContains(t, err.Error(), "bad_host!", "the value is not echoed")
+		require.NotContains(t, err.Error(), "99999", "the value is not echoed")
+	}
+}

@@ -42,6 +42,9 @@ var settings = []setting{
 	{"front_door_http_port", "the port the front door serves plain HTTP on (redirects to HTTPS), as the route provider listens", func(c *Config) *string { return &c.FrontDoorHTTPPort }},
 	{"metrics", `who may read GET /metrics: "off", "loopback" (requests from this machine only) or "token" (Authorization: Bearer with the contents of metrics_token_file)`, func(c *Config) *string { return &c.Metrics }},
 	{"metrics_token_file", `the file holding the bearer token of GET /metrics when metrics = "token"`, func(c *Config) *string { return &c.MetricsTokenFile }},
+	{"domain_delegation_resolver", "the resolver (host or host:port) asked whether an operator's own domain is delegated to the provider's nameservers; empty asks the system's", func(c *Config) *string { return &c.DomainDelegationResolver }},
+	{"domain_pending_follow", "how long a build follows a registration the registry keeps pending, a duration such as 2m", func(c *Config) *string { return &c.DomainPendingFollow }},
+	{"domain_snapshot_interval", "how often each registrar's account is listed and its domains due within 30 days renewed, a duration such as 24h", func(c *Config) *string { return &c.DomainSnapshotInterval }},
 	{"suggested_domain", "the domain the UI suggests for a new deployment, {namespace} standing for its namespace (e.g. {namespace}.localhost); empty suggests none", func(c *Config) *string { return &c.SuggestedDomain }},
 }
 

@@ -103,6 +103,15 @@ func (c *Config) validate() error {
 	default:
 		bad("metrics", "is not a metrics access; use off, loopback (requests from this machine) or token (a bearer token in metrics_token_file)")
 	}
+	if r := c.DomainDelegationResolver; r != "" && !validResolver(r) {
+		bad("domain_delegation_resolver", "is not a resolver address; give an IP or host name with an optional port, such as 192.0.2.53 or resolver.example:53, or leave it empty for the system's")
+	}
+	if d, err := time.ParseDuration(c.DomainPendingFollow); err != nil || d < time.Second || d > time.Hour {
+		bad("domain_pending_follow", "is not a duration from 1s to 1h; use e.g. 2m")
+	}
+	if d, err := time.ParseDuration(c.DomainSnapshotInterval); err != nil || d < time.Second || d > 7*24*time.Hour {
+		bad("domain_snapshot_interval", "is not a duration from 1s to 168h; use e.g. 24h")
+	}
 	validateBackups("backup_", c.BackupSchedule, c.BackupKeepWithin, bad)
 	apps := make([]string, 0, len(c.Backups))
 	for app := range c.Backups {
@@ -117,6 +126,22 @@ func (c *Config) validate() error {
 		validateOperatorOIDC(o, bad)
 	}
 	return errors.Join(errs...)
+}
+
+// validResolver: an IP or a host name, with an optional port from 1 to 65535.
+func validResolver(r string) bool {
+	if len(r) > 255 {
+		return false
+	}
+	host := r
+	if h, port, err := net.SplitHostPort(r); err == nil {
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 1 || n > 65535 {
+			return false
+		}
+		host = h
+	}
+	return net.ParseIP(host) != nil || suggestedDomain.MatchString(strings.ToLower(host))
 }
 
 // suggestedDomain is a domain name of lower case labels (with {namespace} replaced).

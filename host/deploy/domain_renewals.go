@@ -12,9 +12,10 @@ import (
 	"github.com/fedhost/fedhost/sdk/registrar"
 )
 
-// runDomainRenewals is the daily domain job: once a day for each registrar, it lists the
-// account (Snapshot), records each change of a domain the host registered (expiry, lock,
-// nameservers, state; an expiry as its own event), and renews for a year each domain
+// runDomainRenewals is the daily domain job: once a day (Options.DomainSnapshotEvery)
+// for each registrar, it lists the account (Snapshot), records each change of a domain
+// the host registered (expiry, lock, nameservers, state; an expiry as its own event),
+// and renews for a year each domain
 // that expires within 30 days and whose renewal is auto. A registrar that fails is asked
 // again at the next tick; the others go on.
 func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
@@ -23,6 +24,10 @@ func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
 		return err
 	}
 	names := e.Registrars()
+	every := e.opts.DomainSnapshotEvery
+	if every <= 0 {
+		every = snapshotEvery
+	}
 	errs := []error{e.recheckDelegations(ctx, recs, now)}
 	for _, name := range names {
 		last, err := e.opts.Store.LastSnapshot(ctx, name)
@@ -30,7 +35,7 @@ func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
 			errs = append(errs, err)
 			continue
 		}
-		if !last.IsZero() && now.Sub(last) < snapshotEvery {
+		if !last.IsZero() && now.Sub(last) < every {
 			continue
 		}
 		held := map[string]store.Domain{}
@@ -359,14 +364,11 @@ func (e *Engine) DeploymentDomain(ctx context.Context, deploymentID string) (sto
 const DomainTransferring = "transferring"
 
 // TransferConfirmation is an operator's yes to moving their domain to a registrar of
-// the host at the quoted transfer price; AuthCode is never kept.
+// the host: the confirmation's price is the quoted transfer price. AuthCode is never
+// kept.
 type TransferConfirmation struct {
-	Registrar   string
-	Domain      string
-	AuthCode    string
-	ContactID   string
-	PriceMicros int64
-	Currency    string
+	Confirmation
+	AuthCode string
 }
 
 // TransferDomainIn asks a registrar to move the deployment's domain into the provider's
@@ -375,15 +377,9 @@ type TransferConfirmation struct {
 // transfer the registry keeps pending is followed by the next build, which then sets the
 // nameservers and the lock as for a registration.
 func (e *Engine) TransferDomainIn(ctx context.Context, deploymentID string, c TransferConfirmation) (store.Domain, error) {
-	d, err := e.Deployment(ctx, deploymentID)
+	d, rec, err := e.domainFor(ctx, deploymentID, c.Domain, "transfer")
 	if err != nil {
 		return store.Domain{}, err
-	}
-	if err := validDomain(c.Domain); err != nil {
-		return store.Domain{}, err
-	}
-	if d.Domain != "" && d.Domain != c.Domain {
-		return store.Domain{}, refuse(CodeConflict, "/domain", "this deployment's domain is %s: transfer that one, or change the deployment's domain first", d.Domain)
 	}
 	if strings.TrimSpace(c.AuthCode) == "" || len(c.AuthCode) > 255 {
 		return store.Domain{}, refuse(CodeInvalidConfiguration, "/auth_code", "give the auth (EPP) code your current registrar hands out")
@@ -395,14 +391,8 @@ func (e *Engine) TransferDomainIn(ctx context.Context, deploymentID string, c Tr
 	if err != nil {
 		return store.Domain{}, err
 	}
-	rec, err := e.opts.Store.GetDomain(ctx, c.Domain)
-	switch {
-	case err == nil && rec.DeploymentID != d.ID:
-		return store.Domain{}, refuse(CodeConflict, "/domain", "another deployment has this domain")
-	case err == nil && rec.Mode == store.DomainRegistered && rec.State != DomainTransferring && rec.State != DomainRefused && rec.State != registrar.StatusFailed && rec.State != DomainConfirmed:
+	if rec.Mode == store.DomainRegistered && rec.State != DomainTransferring && rec.State != DomainRefused && rec.State != registrar.StatusFailed && rec.State != DomainConfirmed {
 		return store.Domain{}, refuse(CodeConflict, "/domain", "this domain is %s at %s already", rec.State, rec.Registrar)
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return store.Domain{}, err
 	}
 	if rec.State != DomainTransferring || rec.Registrar != c.Registrar || rec.PriceMicros != c.PriceMicros || rec.Currency != c.Currency {
 		rec = store.Domain{Name: c.Domain, DeploymentID: d.ID, Owner: d.Owner, Mode: store.DomainRegistered, Registrar: c.Registrar,

@@ -44,7 +44,8 @@ const defaultDomainFollow = 2 * time.Minute
 // renewWithin is how far ahead of its expiry a domain is renewed.
 const renewWithin = 30 * 24 * time.Hour
 
-// snapshotEvery is how often each registrar's account is listed.
+// snapshotEvery is how often each registrar's account is listed, unless
+// Options.DomainSnapshotEvery says otherwise.
 const snapshotEvery = 24 * time.Hour
 
 // maxDomainMessage bounds what the store keeps of a registrar's words.
@@ -59,7 +60,7 @@ func (e *Engine) registrarClient(name string) (*registrar.Client, error) {
 		return nil, refuse(CodeUnavailable, "/registrar", "this host runs no registrar: add a registrar block to fedhost.hcl")
 	}
 	p, ok := e.opts.Plugins.Find(sdk.KindRegistrar, name, "")
-	if !ok {
+	if !ok || !e.configuredRegistrar(name) {
 		return nil, refuse(CodeNotFound, "/registrar", "no such registrar is installed: name one of fedhost.hcl's registrar blocks (GET /api/v1/registrars lists them)")
 	}
 	c, err := p.Client()
@@ -69,18 +70,24 @@ func (e *Engine) registrarClient(name string) (*registrar.Client, error) {
 	return c.Registrar(), nil
 }
 
-// Registrars names the registrar plugins installed.
+// Registrars names the registrar plugins installed that fedhost.hcl configures.
 func (e *Engine) Registrars() []string {
 	if e.opts.Plugins == nil {
 		return nil
 	}
 	var names []string
 	for _, p := range e.opts.Plugins.Plugins() {
-		if p.Kind == sdk.KindRegistrar {
+		if p.Kind == sdk.KindRegistrar && e.configuredRegistrar(p.Name) {
 			names = append(names, p.Name)
 		}
 	}
 	return names
+}
+
+// configuredRegistrar: fedhost.hcl has a registrar block for name (or the engine was
+// given no list).
+func (e *Engine) configuredRegistrar(name string) bool {
+	return e.opts.Registrars == nil || slices.Contains(e.opts.Registrars, name)
 }
 
 // ValidateContact checks a contact as registries need it; the error names the field.
@@ -204,15 +211,9 @@ type Confirmation struct {
 // a confirmation is asked for once, whatever fails and is tried again. Confirming the same
 // again changes nothing.
 func (e *Engine) ConfirmRegistration(ctx context.Context, deploymentID string, c Confirmation) (store.Domain, error) {
-	d, err := e.Deployment(ctx, deploymentID)
+	d, old, err := e.domainFor(ctx, deploymentID, c.Domain, "register")
 	if err != nil {
 		return store.Domain{}, err
-	}
-	if err := validDomain(c.Domain); err != nil {
-		return store.Domain{}, err
-	}
-	if d.Domain != "" && d.Domain != c.Domain {
-		return store.Domain{}, refuse(CodeConflict, "/domain", "this deployment's domain is %s: register that one, or change the deployment's domain first", d.Domain)
 	}
 	if c.PriceMicros <= 0 || len(c.Currency) != 3 {
 		return store.Domain{}, refuse(CodeInvalidConfiguration, "/price_micros", "confirm the price and currency the check quoted")
@@ -226,17 +227,11 @@ func (e *Engine) ConfirmRegistration(ctx context.Context, deploymentID string, c
 		}
 		return store.Domain{}, err
 	}
-	old, err := e.opts.Store.GetDomain(ctx, c.Domain)
-	switch {
-	case err == nil && old.DeploymentID != d.ID:
-		return store.Domain{}, refuse(CodeConflict, "/domain", "another deployment has this domain")
-	case err == nil && old.Mode == store.DomainRegistered && old.State != DomainRefused && old.State != registrar.StatusFailed:
+	if old.Mode == store.DomainRegistered && old.State != DomainRefused && old.State != registrar.StatusFailed {
 		if old.State == DomainConfirmed && old.PriceMicros == c.PriceMicros && old.Currency == c.Currency && old.Registrar == c.Registrar && old.ContactID == c.ContactID {
 			return old, nil
 		}
 		return store.Domain{}, refuse(CodeConflict, "/domain", "this domain's registration is %s already", old.State)
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return store.Domain{}, err
 	}
 	rec := store.Domain{Name: c.Domain, DeploymentID: d.ID, Owner: d.Owner, Mode: store.DomainRegistered, Registrar: c.Registrar,
 		State: DomainConfirmed, ContactID: c.ContactID, PriceMicros: c.PriceMicros, Currency: c.Currency,
@@ -248,6 +243,33 @@ func (e *Engine) ConfirmRegistration(ctx context.Context, deploymentID string, c
 		return store.Domain{}, err
 	}
 	return e.opts.Store.GetDomain(ctx, c.Domain)
+}
+
+// domainFor is the deployment a registration or a transfer in of domain is asked for
+// (verb says which, for the refusal), and the domain's record where there is one (Name
+// empty where none): a domain that is not the deployment's, or that another deployment
+// holds, is refused.
+func (e *Engine) domainFor(ctx context.Context, deploymentID, domain, verb string) (store.Deployment, store.Domain, error) {
+	d, err := e.Deployment(ctx, deploymentID)
+	if err != nil {
+		return d, store.Domain{}, err
+	}
+	if err := validDomain(domain); err != nil {
+		return d, store.Domain{}, err
+	}
+	if d.Domain != "" && d.Domain != domain {
+		return d, store.Domain{}, refuse(CodeConflict, "/domain", "this deployment's domain is %s: %s that one, or change the deployment's domain first", d.Domain, verb)
+	}
+	rec, err := e.opts.Store.GetDomain(ctx, domain)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return d, store.Domain{}, nil
+	case err != nil:
+		return d, store.Domain{}, err
+	case rec.DeploymentID != d.ID:
+		return d, store.Domain{}, refuse(CodeConflict, "/domain", "another deployment has this domain")
+	}
+	return d, rec, nil
 }
 
 // domainStep brings the deployment's domain in step with its zone, once the zone is
@@ -453,7 +475,7 @@ func (e *Engine) CheckDelegation(ctx context.Context, domain string, want []stri
 	if server == "" {
 		conf, err := dns.ClientConfigFromFile("/etc/resolv.conf")
 		if err != nil || len(conf.Servers) == 0 {
-			return false, nil, fmt.Errorf("no resolver: set delegation_resolver")
+			return false, nil, fmt.Errorf("no resolver: set domain_delegation_resolver in fedhost.hcl")
 		}
 		server = net.JoinHostPort(conf.Servers[0], conf.Port)
 	}

@@ -366,7 +366,8 @@ func TestTransferInIsFollowedByTheNextBuild(t *testing.T) {
 	ctx := context.Background()
 	b := setupDomains(t)
 	b.srv.External("acme.test", "right-code-123", time.Now().AddDate(0, 6, 0))
-	confirm := TransferConfirmation{Registrar: "porkbun", Domain: "acme.test", AuthCode: "wrong-code-456", PriceMicros: 9_730_000, Currency: "USD"}
+	confirm := TransferConfirmation{AuthCode: "wrong-code-456",
+		Confirmation: Confirmation{Registrar: "porkbun", Domain: "acme.test", PriceMicros: 9_730_000, Currency: "USD"}}
 	_, err := b.e.TransferDomainIn(ctx, b.d.ID, confirm)
 	require.Error(t, err)
 	require.Equal(t, "/auth_code", err.(*Error).Location, "%v", err)
@@ -388,4 +389,86 @@ func TestTransferInIsFollowedByTheNextBuild(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, store.DomainEventTransferIn, evs[len(evs)-1].Kind)
 	require.Equal(t, int64(9_730_000), evs[len(evs)-1].CostMicros)
+}
+
+// A registration and a transfer in are refused alike for a domain that is not the
+// deployment's (the message saying which of the two was asked for) and for one another
+// deployment holds; nothing is asked of the registrar.
+func TestRegisterAndTransferRefuseAnotherDeploymentsDomain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupDomains(t)
+	other, err := b.st.CreateDeployment(ctx, store.Deployment{Namespace: "beta", Owner: "alice", Domain: "beta.test", State: StateActive, Config: "{}"})
+	require.NoError(t, err)
+	require.NoError(t, b.st.PutDomain(ctx, store.Domain{Name: "held.test", DeploymentID: other.ID, Owner: "alice", Mode: store.DomainDelegated,
+		State: DomainAwaitingDelegation, Renewal: "auto"}))
+	loose, err := b.st.CreateDeployment(ctx, store.Deployment{Namespace: "gamma", Owner: "alice", State: StateActive, Config: "{}"})
+	require.NoError(t, err)
+
+	register := func(id, domain string) error {
+		_, err := b.e.ConfirmRegistration(ctx, id, Confirmation{Registrar: "porkbun", Domain: domain, ContactID: b.contact.ID, PriceMicros: 9_730_000, Currency: "USD"})
+		return err
+	}
+	transfer := func(id, domain string) error {
+		_, err := b.e.TransferDomainIn(ctx, id, TransferConfirmation{AuthCode: "code-123",
+			Confirmation: Confirmation{Registrar: "porkbun", Domain: domain, PriceMicros: 9_730_000, Currency: "USD"}})
+		return err
+	}
+	for verb, call := range map[string]func(string, string) error{"register": register, "transfer": transfer} {
+		err := call(b.d.ID, "beta.test")
+		require.Equal(t, CodeConflict, errCode(err), "%s: %v", verb, err)
+		require.Equal(t, "/domain", err.(*Error).Location)
+		require.Contains(t, err.Error(), "this deployment's domain is acme.test: "+verb+" that one")
+
+		err = call(loose.ID, "held.test")
+		require.Equal(t, CodeConflict, errCode(err), "%s: %v", verb, err)
+		require.Contains(t, err.Error(), "another deployment has this domain")
+
+		err = call(b.d.ID, "Acme.Test")
+		require.Equal(t, CodeInvalidConfiguration, errCode(err), "%s: %v", verb, err)
+	}
+	require.Zero(t, b.srv.Creates())
+	require.Zero(t, b.srv.Charged())
+}
+
+// The snapshot is taken once per DomainSnapshotEvery: a tick before it asks the
+// registrar nothing, one after it lists the account again.
+func TestDomainSnapshotEvery(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupDomains(t)
+	b.e.opts.DomainSnapshotEvery = time.Minute
+	now := time.Now()
+	require.NoError(t, b.e.runDomainRenewals(ctx, now))
+	last, err := b.st.LastSnapshot(ctx, "porkbun")
+	require.NoError(t, err)
+	require.WithinDuration(t, now, last, time.Second)
+	require.NoError(t, b.e.runDomainRenewals(ctx, now.Add(30*time.Second)))
+	again, err := b.st.LastSnapshot(ctx, "porkbun")
+	require.NoError(t, err)
+	require.True(t, last.Equal(again), "not due within the interval")
+	require.NoError(t, b.e.runDomainRenewals(ctx, now.Add(61*time.Second)))
+	again, err = b.st.LastSnapshot(ctx, "porkbun")
+	require.NoError(t, err)
+	require.WithinDuration(t, now.Add(61*time.Second), again, time.Second, "taken again after the interval")
+}
+
+// A registrar plugin installed without a registrar block in fedhost.hcl is not offered,
+// not asked and not listed by the snapshot job.
+func TestUnconfiguredRegistrarIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setupDomains(t)
+	require.Equal(t, []string{"porkbun"}, b.e.Registrars())
+	b.e.opts.Registrars = []string{}
+	require.Empty(t, b.e.Registrars())
+	_, err := b.e.CheckDomain(ctx, "porkbun", "acme.test")
+	require.Equal(t, CodeNotFound, errCode(err), "%v", err)
+	require.Equal(t, "/registrar", err.(*Error).Location)
+	require.NoError(t, b.e.runDomainRenewals(ctx, time.Now()))
+	last, err := b.st.LastSnapshot(ctx, "porkbun")
+	require.NoError(t, err)
+	require.True(t, last.IsZero(), "no snapshot of a registrar fedhost.hcl does not name")
+	b.e.opts.Registrars = []string{"porkbun"}
+	require.Equal(t, []string{"porkbun"}, b.e.Registrars())
 }

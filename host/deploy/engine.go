@@ -73,6 +73,14 @@ type Options struct {
 	// directory holds before the scheduler's tick runs another (1 h); a failed one is
 	// retried at the next tick.
 	RoleSyncInterval time.Duration
+	// Registrars names the registrars fedhost.hcl configures (its registrar blocks): only
+	// these are offered, asked and listed by the snapshot job, so that a driver installed
+	// in the plugin directory with no block is left alone. Nil offers every registrar
+	// plugin running.
+	Registrars []string
+	// DomainSnapshotEvery is how often each registrar's account is listed and its due
+	// domains renewed (a day when 0).
+	DomainSnapshotEvery time.Duration
 }
 
 // Engine runs submits and builds.

@@ -92,6 +92,7 @@ type fault struct {
 	status     int           // answer this instead (0: carry the call out)
 	delay      time.Duration // before answering
 	loseAnswer bool          // carry the call out, then answer status
+	endpoint   string        // only for calls of this endpoint, below Prefix ("": any)
 }
 
 // Start runs a server on a loopback port; Close stops it.
@@ -165,6 +166,19 @@ func (s *Server) Owned(name string, created time.Time) {
 	s.account[name] = &domain{name: name, created: created, expires: created.AddDate(1, 0, 0), ns: defaultNS(), lock: true}
 }
 
+// Age moves a domain of the account back in time by d, its registration and its expiry
+// both, as if it had been registered d earlier: a year's domain aged 340 days expires
+// within 30 days and may be renewed. It reports whether the account holds the domain.
+func (s *Server) Age(name string, d time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dom, ok := s.account[name]
+	if ok {
+		dom.created, dom.expires = dom.created.Add(-d), dom.expires.Add(-d)
+	}
+	return ok
+}
+
 // Price sets a TLD's prices (USD, as Porkbun writes them: "9.73").
 func (s *Server) Price(tld, registration, renewal, transfer string) {
 	s.mu.Lock()
@@ -182,6 +196,18 @@ func (s *Server) Delay(n int, d time.Duration) { s.addFaults(n, fault{delay: d})
 // LoseAnswer carries the next n calls out but answers them HTTP status, as when the
 // answer is lost on the way back.
 func (s *Server) LoseAnswer(n, status int) { s.addFaults(n, fault{status: status, loseAnswer: true}) }
+
+// FailCall answers the next n calls of one endpoint ("domain/create") with HTTP
+// status, and no other call: a test's fault then reaches the call it is meant for while
+// the host's scheduler lists the account at the same time.
+func (s *Server) FailCall(endpoint string, n, status int) {
+	s.addFaults(n, fault{status: status, endpoint: endpoint})
+}
+
+// DelayCall holds the answer of the next n calls of one endpoint for d.
+func (s *Server) DelayCall(endpoint string, n int, d time.Duration) {
+	s.addFaults(n, fault{delay: d, endpoint: endpoint})
+}
 
 func (s *Server) addFaults(n int, f fault) {
 	s.mu.Lock()
@@ -234,8 +260,11 @@ func (s *Server) authed(h handler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.mu.Lock()
 		var f fault
-		if len(s.faults) > 0 {
-			f, s.faults = s.faults[0], s.faults[1:]
+		for i, c := range s.faults {
+			if c.endpoint == "" || strings.HasPrefix(r.URL.Path, Prefix+"/"+c.endpoint+"/") || r.URL.Path == Prefix+"/"+c.endpoint {
+				f, s.faults = c, slices.Delete(s.faults, i, i+1)
+				break
+			}
 		}
 		s.mu.Unlock()
 		if f.delay > 0 {
