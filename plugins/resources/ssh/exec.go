@@ -32,7 +32,9 @@ const execChunk = 32 << 10
 // of its own (setsid): a timeout or a cancel ends its whole process group from a second
 // SSH session, and its end takes what it left in the group with it. The command and its
 // environment go in a 0600 script in the node's .fedhost dir, removed as it starts, so
-// neither is on a command line of the machine; stdin goes over the SSH channel.
+// neither is on a command line of the machine; stdin goes over the SSH channel. The
+// node's state is the one this plugin last wrote or read, if the machine's still has its
+// hash; otherwise it is read again.
 func (p *provider) Exec(ctx context.Context, req resource.ExecRequest, output func(resource.ExecOutput) error) (resource.ExecResult, error) {
 	cfg, err := p.settings()
 	if err != nil {
@@ -44,53 +46,28 @@ func (p *provider) Exec(ctx context.Context, req resource.ExecRequest, output fu
 	key := req.Tenant + "/" + req.Instance
 	m := cfg.place(req.Tenant, req.Instance)
 	wd := path.Join(m.WorkDir, req.Tenant, req.Instance)
-	raw, err := p.run(ctx, cfg, m, fmt.Sprintf("cat %s 2>/dev/null || true", shq(path.Join(wd, ".fedhost", "state.json"))))
-	if err != nil {
-		return resource.ExecResult{}, fmt.Errorf("node %s: reading its state: %w", key, err)
-	}
-	var st nodeState
-	if len(bytes.TrimSpace(raw)) == 0 || json.Unmarshal(raw, &st) != nil {
-		return resource.ExecResult{}, sdk.Errorf(sdk.CodeNotFound, "node %s is not provisioned on machine %q: provision it before running a command in it", key, m.Name)
-	}
-	pl := st.Plan
-	bin := pl.Binary
-	if req.Binary != "" {
-		if !plainName.MatchString(req.Binary) {
-			return resource.ExecResult{}, sdk.Invalid("binary", "the binary to run must be a plain file name of the machine's artifacts_dir")
+	st, known := p.remembered(key)
+	var pc preparedExec
+	for {
+		if !known {
+			if st, err = p.readState(ctx, cfg, m, key, wd); err != nil {
+				return resource.ExecResult{}, err
+			}
 		}
-		bin = path.Join(m.ArtifactsDir, req.Binary)
-	}
-	files := map[string]contract.InstanceFile{}
-	for name := range pl.Files {
-		files[name] = contract.InstanceFile{}
-	}
-	args := make([]string, len(req.Args))
-	for i, a := range req.Args {
-		if args[i], err = expand(a, fmt.Sprintf("args/%d", i), wd, pl.ListenHost, files, pl.Ports); err != nil {
-			return resource.ExecResult{}, err
+		pc, err = p.prepareExec(ctx, cfg, m, key, wd, st, req)
+		if !errors.Is(err, errStale) {
+			break
 		}
-	}
-	env := map[string]string{}
-	for k, v := range pl.Env {
-		env[k] = v
-	}
-	for k, v := range req.Env {
-		if !envName.MatchString(k) {
-			return resource.ExecResult{}, sdk.Invalid("env", "an environment variable's name must be letters, digits and _ and not start with a digit")
+		if !known {
+			// Read just now and changed already: a provision is under way.
+			return resource.ExecResult{}, sdk.Unavailable("node %s changed while the command was being prepared: run it again", key)
 		}
-		if env[k], err = expand(v, "env/"+k, wd, pl.ListenHost, files, pl.Ports); err != nil {
-			return resource.ExecResult{}, err
-		}
+		known = false
 	}
-	id, err := randomDelimiter()
 	if err != nil {
 		return resource.ExecResult{}, err
 	}
-	id = strings.ToLower(strings.TrimPrefix(id, "FEDHOST_EOF_"))[:16]
-	script, pidFile := path.Join(wd, ".fedhost", "exec-"+id+".sh"), path.Join(wd, ".fedhost", "exec-"+id+".pid")
-	if _, err := p.run(ctx, cfg, m, writeExecScript(wd, script, pidFile, bin, args, env)); err != nil {
-		return resource.ExecResult{}, fmt.Errorf("node %s: preparing the command: %w", key, err)
-	}
+	script, pidFile, bin := pc.script, pc.pidFile, pc.bin
 
 	client, err := p.client(ctx, cfg, m)
 	if err != nil {
@@ -170,12 +147,83 @@ func (p *provider) Exec(ctx context.Context, req resource.ExecRequest, output fu
 	return res, nil
 }
 
+// readState reads the node's .fedhost/state.json from its machine.
+func (p *provider) readState(ctx context.Context, cfg settings, m *machine, key, wd string) (nodeState, error) {
+	raw, err := p.run(ctx, cfg, m, fmt.Sprintf("cat %s 2>/dev/null || true", shq(path.Join(wd, ".fedhost", "state.json"))))
+	if err != nil {
+		return nodeState{}, fmt.Errorf("node %s: reading its state: %w", key, err)
+	}
+	var st nodeState
+	if len(bytes.TrimSpace(raw)) == 0 || json.Unmarshal(raw, &st) != nil || st.Hash == "" {
+		return nodeState{}, sdk.Errorf(sdk.CodeNotFound, "node %s is not provisioned on machine %q: provision it before running a command in it", key, m.Name)
+	}
+	p.remember(key, &st)
+	return st, nil
+}
+
+// errStale says the machine's state of the node is not the one the command was made
+// from.
+var errStale = errors.New("stale")
+
+// preparedExec is a command written to the node's machine, ready to run.
+type preparedExec struct{ script, pidFile, bin string }
+
+// prepareExec expands the command's placeholders from st and writes its script on the
+// machine, if the node's state there is still st (errStale otherwise).
+func (p *provider) prepareExec(ctx context.Context, cfg settings, m *machine, key, wd string, st nodeState, req resource.ExecRequest) (preparedExec, error) {
+	var err error
+	pl := st.Plan
+	bin := pl.Binary
+	if req.Binary != "" {
+		if !plainName.MatchString(req.Binary) {
+			return preparedExec{}, sdk.Invalid("binary", "the binary to run must be a plain file name of the machine's artifacts_dir")
+		}
+		bin = path.Join(m.ArtifactsDir, req.Binary)
+	}
+	files := map[string]contract.InstanceFile{}
+	for name := range pl.Files {
+		files[name] = contract.InstanceFile{}
+	}
+	args := make([]string, len(req.Args))
+	for i, a := range req.Args {
+		if args[i], err = expand(a, fmt.Sprintf("args/%d", i), wd, pl.ListenHost, files, pl.Ports); err != nil {
+			return preparedExec{}, err
+		}
+	}
+	env := map[string]string{}
+	for k, v := range pl.Env {
+		env[k] = v
+	}
+	for k, v := range req.Env {
+		if !envName.MatchString(k) {
+			return preparedExec{}, sdk.Invalid("env", "an environment variable's name must be letters, digits and _ and not start with a digit")
+		}
+		if env[k], err = expand(v, "env/"+k, wd, pl.ListenHost, files, pl.Ports); err != nil {
+			return preparedExec{}, err
+		}
+	}
+	id, err := randomDelimiter()
+	if err != nil {
+		return preparedExec{}, err
+	}
+	id = strings.ToLower(strings.TrimPrefix(id, "FEDHOST_EOF_"))[:16]
+	script, pidFile := path.Join(wd, ".fedhost", "exec-"+id+".sh"), path.Join(wd, ".fedhost", "exec-"+id+".pid")
+	out, err := p.run(ctx, cfg, m, writeExecScript(wd, st.Hash, script, pidFile, bin, args, env))
+	if err != nil {
+		return preparedExec{}, fmt.Errorf("node %s: preparing the command: %w", key, err)
+	}
+	if strings.TrimSpace(string(out)) == "@@stale" {
+		return preparedExec{}, errStale
+	}
+	return preparedExec{script: script, pidFile: pidFile, bin: bin}, nil
+}
+
 // writeExecScript is the script that writes the command's script. The command's script,
 // run as "sh SCRIPT", removes itself, starts the command in a new session with the
 // script's stdin (setsid, in the background, so the script knows its process group from
 // the pid file the new session leader writes), waits for it, kills what it left in its
 // group and exits with its status.
-func writeExecScript(wd, script, pidFile, bin string, args []string, env map[string]string) string {
+func writeExecScript(wd, hash, script, pidFile, bin string, args []string, env map[string]string) string {
 	names := make([]string, 0, len(env))
 	for k := range env {
 		names = append(names, k)
@@ -201,8 +249,8 @@ pg=$(cat %s 2>/dev/null) && [ -n "$pg" ] && kill -s KILL -- -"$pg" 2>/dev/null
 rm -f %s
 exit $st
 `, shq(wd), shq(pidFile), strings.ReplaceAll(cmd.String(), "'", `'\''`), shq(pidFile), shq(pidFile))
-	return fmt.Sprintf("set -e\numask 077\n[ -d %s ] || { echo 'the node has no working dir' >&2; exit 1; }\nprintf '%%s' %s | base64 -d > %s\n",
-		shq(path.Dir(script)), shq(base64.StdEncoding.EncodeToString([]byte(body))), shq(script))
+	return fmt.Sprintf("set -e\numask 077\ngrep -qF %s %s 2>/dev/null || { echo @@stale; exit 0; }\nprintf '%%s' %s | base64 -d > %s\n",
+		shq(`"hash":"`+hash+`"`), shq(path.Join(path.Dir(script), "state.json")), shq(base64.StdEncoding.EncodeToString([]byte(body))), shq(script))
 }
 
 // stopRemote ends the command's process group from a second session: SIGTERM, then

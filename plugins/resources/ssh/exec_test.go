@@ -129,6 +129,16 @@ func TestExecOnTheMachine(t *testing.T) {
 	_, err = rc.Exec(ctx, resource.ExecRequest{Tenant: "t1", Instance: "nowhere", Type: contract.Instance, Binary: "sh"}, newExecOut().add)
 	require.ErrorContains(t, err, "not provisioned")
 
+	// A node changed by another plugin (another fedhost host) is read again: the command
+	// sees its new environment.
+	other := start(t, settingsJSON(workDir, ""))
+	changed := nodeSpec(func(s *contract.InstanceRequest) { s.Env["FLAVOUR"] = "second" })
+	_, err = other.Provision(ctx, resource.Request{Tenant: "t1", Instance: "web", Type: contract.Instance, Spec: changed, Secrets: testSecrets})
+	require.NoError(t, err)
+	_, out, err = run(resource.ExecRequest{Binary: "sh", Args: []string{"-c", `echo "flavour=$FLAVOUR"`}})
+	require.NoError(t, err)
+	require.Equal(t, "flavour=second\n", out.text("stdout"))
+
 	entries, err := os.ReadDir(filepath.Join(nodeDir, ".fedhost"))
 	require.NoError(t, err)
 	for _, e := range entries {
