@@ -68,7 +68,7 @@ func BenchmarkProvisionMiniflux(b *testing.B) {
 }
 
 // BenchmarkExec is a command (sh -c true) run in a running node, from the call to its
-// exit status: three SSH sessions (the node's state, the command's script, the command).
+// exit status: two SSH sessions (the script, checked against the node's state, and the command).
 func BenchmarkExec(b *testing.B) {
 	rc := start(b, settingsJSON(b.TempDir(), ""))
 	ctx := context.Background()
