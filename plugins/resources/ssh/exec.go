@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -202,11 +204,11 @@ func (p *provider) prepareExec(ctx context.Context, cfg settings, m *machine, ke
 			return preparedExec{}, err
 		}
 	}
-	id, err := randomDelimiter()
-	if err != nil {
+	b := make([]byte, 8)
+	if _, err := crand.Read(b); err != nil {
 		return preparedExec{}, err
 	}
-	id = strings.ToLower(strings.TrimPrefix(id, "FEDHOST_EOF_"))[:16]
+	id := hex.EncodeToString(b)
 	script, pidFile := path.Join(wd, ".fedhost", "exec-"+id+".sh"), path.Join(wd, ".fedhost", "exec-"+id+".pid")
 	out, err := p.run(ctx, cfg, m, writeExecScript(wd, st.Hash, script, pidFile, bin, args, env))
 	if err != nil {
