@@ -70,7 +70,8 @@ func (o *execOut) text(stream string) string {
 func TestExecOnTheMachine(t *testing.T) {
 	workDir := t.TempDir()
 	logs := &syncBuffer{}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	// A bound on a hang only: each SSH session takes seconds on the loaded test machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	p, err := client.Start(ctx, pluginBin, client.WithLogger(hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Trace})))
 	require.NoError(t, err)
