@@ -53,12 +53,18 @@ type ResourceCase struct {
 	DataKept func(ctx context.Context, p Provisioned) (bool, error)
 	// Seed writes data into p before a retained deprovision, for DataKept to find.
 	Seed func(ctx context.Context, p Provisioned) error
+	// Exec says how to run commands in a node, for an instance provider that implements
+	// resource.Executor; the kit fails a provider that runs commands and a case that
+	// leaves it nil.
+	Exec *ExecCase
 }
 
 // Resource runs the shared checks and then the resource provider checks against the
 // binary at path: provisioning twice gives the same result; the result follows the
 // type's contract; an invalid request is refused naming its field; tenants cannot reach
-// each other's objects; deprovision removes, and keeps the data when told to; and no
+// each other's objects; an instance provider that runs commands runs them as
+// resource.Executor says (output, exit status, environment, cancel and timeout that
+// leave no process); deprovision removes, and keeps the data when told to; and no
 // secret value appears in the plugin's logs. Before it returns it deprovisions what it
 // made, and fails the test if that fails, so a run leaves nothing on the server.
 func Resource(t *testing.T, path string, c ResourceCase) {
@@ -201,6 +207,19 @@ func Resource(t *testing.T, path string, c ResourceCase) {
 		if err := c.Access(ctx, a, a); err != nil {
 			t.Errorf("the credentials of %s/main cannot reach its own object: %v", tenantA, err)
 		}
+	})
+
+	t.Run("exec", func(t *testing.T) {
+		if !runsCommands(ctx, rc, c.Type, tenantA) {
+			if c.Exec != nil {
+				t.Fatalf("the case gives Exec, but the provider answers that it runs no commands")
+			}
+			return
+		}
+		if c.Exec == nil {
+			t.Fatalf("the provider runs commands (resource.Executor): give the case's Exec so that the kit checks them")
+		}
+		checkExec(t, ctx, rc, c.Type, a, *c.Exec)
 	})
 
 	t.Run("invalid_request_names_field", func(t *testing.T) {

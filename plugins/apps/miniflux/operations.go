@@ -41,9 +41,9 @@ func (miniflux) Operations(context.Context) ([]app.Operation, error) {
 		{Name: "restore", Title: "Restore", Description: "Restore the Miniflux database from a chosen backup"},
 		{
 			Name: opCreateUser, Title: "Create a user",
-			Description: "Create a Miniflux administrator who signs in with this username and password (Miniflux's command line makes administrators only; make other users in Miniflux's settings)",
+			Description: "Create a Miniflux user who signs in with this username and password, an administrator or not",
 			Input: inputSchema(`"username": `+usernameSchema+`, "password": `+passwordSchema+`,
-				"admin": {"type": "boolean", "title": "Administrator", "const": true, "default": true}`, "username", "password"),
+				"admin": {"type": "boolean", "title": "Administrator", "default": true}`, "username", "password"),
 			NeedsRunning: true,
 		},
 		{
@@ -102,8 +102,8 @@ func (miniflux) Command(_ context.Context, req app.CommandRequest) (app.Command,
 		if err := checkLine("input/password", in.Password); err != nil {
 			return app.Command{}, err
 		}
-		if in.Admin != nil && !*in.Admin {
-			return app.Command{}, sdk.Invalid("input/admin", "Miniflux's command line makes administrators only: make other users in Miniflux's settings")
+		if req.Operation == opCreateUser && in.Admin != nil && !*in.Admin {
+			return createUserByAPI(in)
 		}
 		flag := "-create-admin"
 		if req.Operation == opResetPassword {
@@ -129,6 +129,41 @@ func (miniflux) Command(_ context.Context, req app.CommandRequest) (app.Command,
 	// The command's own lines on stdout, its log on stderr, in words.
 	cmd.Env = map[string]string{"LOG_FORMAT": "text", "LOG_FILE": "stderr"}
 	return cmd, nil
+}
+
+// createUserScript makes a user through Miniflux's REST API (POST /v1/users), for the
+// users Miniflux's command line cannot make (-create-admin makes administrators only). It
+// runs in the web node with its environment, as the administrator the node creates
+// (ADMIN_USERNAME, ADMIN_PASSWORD_FILE), so that password never leaves the node. curl
+// reads its whole configuration from stdin (-K -): the credentials and the new user's
+// request (the first line of the script's stdin, in curl's quoting) are on no command
+// line of the machine.
+const createUserScript = `set -eu
+esc() { printf '%s' "$1" | sed 's/[\\"]/\\&/g'; }
+IFS= read -r data
+pw=$(cat "$ADMIN_PASSWORD_FILE")
+out=$(printf 'user = "%s:%s"\nurl = "%s"\nheader = "Content-Type: application/json"\n%s\n' \
+  "$(esc "$ADMIN_USERNAME")" "$(esc "$pw")" "$(esc "${BASE_URL%/}/v1/users")" "$data" | curl -sS -K - -w '\n%{http_code}') || {
+  echo "curl could not reach Miniflux at BASE_URL: is the web node running?" >&2; exit 1; }
+code=$(printf '%s\n' "$out" | tail -n 1)
+body=$(printf '%s\n' "$out" | sed '$d')
+case "$code" in
+201) printf '%s\n' "$body" ;;
+401|403) echo "Miniflux refused the administrator ADMIN_USERNAME with the password in ADMIN_PASSWORD_FILE (HTTP $code): if that administrator's password was changed in Miniflux, this operation cannot sign in as it; make the user in Miniflux's settings" >&2; exit 1 ;;
+*) echo "Miniflux answered HTTP $code: $body" >&2; exit 1 ;;
+esac
+`
+
+// createUserByAPI renders create-user for a user who is not an administrator: the
+// script above, run with sh (an artifact of the node's machine) and curl on its PATH.
+func createUserByAPI(in credentials) (app.Command, error) {
+	body, err := json.Marshal(map[string]any{"username": in.Username, "password": in.Password, "is_admin": false})
+	if err != nil {
+		return app.Command{}, err
+	}
+	quoted := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(string(body))
+	return app.Command{Node: "web", Binary: "sh", Args: []string{"-c", createUserScript, "sh"},
+		Stdin: []byte("data = \"" + quoted + "\"\n")}, nil
 }
 
 func checkLine(field, v string) error {

@@ -7,11 +7,14 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -68,6 +71,8 @@ func startMiniflux(t *testing.T) *node {
 	dir := t.TempDir()
 	goBuild(t, filepath.Join(dir, "artifacts", binary), "miniflux.app/v2")
 	goBuild(t, filepath.Join(dir, "artifacts", rolesBinary), "./cmd/fedhost-miniflux-roles")
+	// create-user of a user who is not an administrator runs sh (and curl on the PATH).
+	require.NoError(t, os.Symlink("/bin/sh", filepath.Join(dir, "artifacts", "sh")))
 	pluginBin := filepath.Join(dir, "fedhost-resource-local")
 	goBuild(t, pluginBin, "../../resources/local")
 
@@ -178,6 +183,24 @@ func TestOperationsOnARealMiniflux(t *testing.T) {
 	require.Equal(t, "alice", me.Username)
 	require.True(t, me.IsAdmin)
 
+	// admin: false makes a user who signs in and is no administrator, through Miniflux's
+	// API as the node's administrator; neither password shows anywhere.
+	const bobPassword = "bob's \"quoted\" \\ password"
+	stdout, stderr = n.run(t, opCreateUser, `{"username": "bob", "password": "bob's \"quoted\" \\ password", "admin": false}`)
+	for _, s := range []string{stdout, stderr, n.pluginLog.String()} {
+		require.NotContains(t, s, bobPassword)
+		require.NotContains(t, s, "admin-password-1")
+	}
+	require.Contains(t, stdout, `"is_admin":false`)
+	code, body = n.api(t, http.MethodGet, "/v1/me", "bob", bobPassword, nil)
+	require.Equal(t, http.StatusOK, code, "%s", body)
+	me.IsAdmin = true
+	require.NoError(t, json.Unmarshal(body, &me))
+	require.Equal(t, "bob", me.Username)
+	require.False(t, me.IsAdmin)
+	code, _ = n.api(t, http.MethodGet, "/v1/users", "bob", bobPassword, nil)
+	require.Equal(t, http.StatusForbidden, code, "a user who is not an administrator lists no users")
+
 	// The OPML export holds the feeds made through Miniflux's API.
 	feeds := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/rss+xml")
@@ -238,16 +261,18 @@ func TestCommandsKeepSecretsOffTheCommandLine(t *testing.T) {
 		if op.Name == "backup" || op.Name == "restore" {
 			continue
 		}
-		input := `{}`
+		inputs := []string{`{}`}
 		if op.Input != nil {
-			input = `{"username": "bob", "password": "pass-of-bob"}`
+			inputs = []string{`{"username": "bob", "password": "pass-of-bob"}`, `{"username": "bob", "password": "pass-of-bob", "admin": false}`}
 		}
-		cmd, err := miniflux{}.Command(context.Background(), app.CommandRequest{Operation: op.Name, Input: json.RawMessage(input)})
-		require.NoError(t, err, op.Name)
-		require.Equal(t, "web", cmd.Node)
-		for name, v := range app.SecretInputs(op.Input, json.RawMessage(input)) {
-			require.NotContains(t, strings.Join(cmd.Args, " "), v, name)
-			require.Contains(t, string(cmd.Stdin), v, name)
+		for _, input := range inputs {
+			cmd, err := miniflux{}.Command(context.Background(), app.CommandRequest{Operation: op.Name, Input: json.RawMessage(input)})
+			require.NoError(t, err, op.Name)
+			require.Equal(t, "web", cmd.Node)
+			for name, v := range app.SecretInputs(op.Input, json.RawMessage(input)) {
+				require.NotContains(t, strings.Join(cmd.Args, " ")+strings.Join(slices.Collect(maps.Values(cmd.Env)), " "), v, name)
+				require.Contains(t, string(cmd.Stdin), v, name)
+			}
 		}
 	}
 	_, err = miniflux{}.Command(context.Background(), app.CommandRequest{Operation: opCreateUser, Input: json.RawMessage(`{"username": "bob\nx", "password": "pass-of-bob"}`)})

@@ -232,6 +232,7 @@ func TestConformance(t *testing.T) {
 		Secrets:      testSecrets,
 		Invalid:      nodeSpec(func(s *contract.InstanceRequest) { s.Artifact = contract.Artifact{Image: "docker.io/library/nginx:1"} }),
 		InvalidField: "request/artifact/image",
+		Exec:         &conformance.ExecCase{Shell: "sh", EnvName: "DATA_DIR", EnvValue: "data"},
 		// An instance has no credentials: from reaches to when what is written through
 		// from's node is read back through to's node.
 		Access: func(_ context.Context, from, to conformance.Provisioned) error {

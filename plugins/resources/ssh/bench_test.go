@@ -66,3 +66,24 @@ func BenchmarkProvisionMiniflux(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkExec is a command (sh -c true) run in a running node, from the call to its
+// exit status: two SSH sessions (the script, checked against the node's state, and the command).
+func BenchmarkExec(b *testing.B) {
+	rc := start(b, settingsJSON(b.TempDir(), ""))
+	ctx := context.Background()
+	req := resource.Request{Tenant: "bench", Instance: "exec", Type: contract.Instance, Spec: nodeSpec(nil), Secrets: testSecrets}
+	if _, err := rc.Provision(ctx, req); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: req.Tenant, Instance: req.Instance, Type: contract.Instance})
+	})
+	x := resource.ExecRequest{Tenant: req.Tenant, Instance: req.Instance, Type: contract.Instance, Binary: "sh", Args: []string{"-c", "true"}}
+	for b.Loop() {
+		res, err := rc.Exec(ctx, x, func(resource.ExecOutput) error { return nil })
+		if err != nil || res.ExitCode != 0 {
+			b.Fatal(res, err)
+		}
+	}
+}

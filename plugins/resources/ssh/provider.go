@@ -36,10 +36,13 @@ type provider struct {
 	conns      map[string]*conn       // by machine name
 	ops        map[string]*sync.Mutex // one operation per tenant/instance at a time
 	reserved   map[string]int         // machine/port -> allocated by this run, while provisioning
+	// states are the nodes' states as this plugin last wrote or read them, by
+	// tenant/instance: Exec uses one after the machine says its hash is still the one.
+	states map[string]nodeState
 }
 
 func newProvider() *provider {
-	return &provider{log: hclog.Default(), conns: map[string]*conn{}, ops: map[string]*sync.Mutex{}, reserved: map[string]int{}}
+	return &provider{log: hclog.Default(), conns: map[string]*conn{}, ops: map[string]*sync.Mutex{}, reserved: map[string]int{}, states: map[string]nodeState{}}
 }
 
 func (p *provider) Configure(_ context.Context, raw json.RawMessage) error {
@@ -205,6 +208,7 @@ func (p *provider) Provision(ctx context.Context, req resource.Request) (resourc
 		}
 		p.log.Info("node started", "node", key, "machine", m.Name)
 	}
+	p.remember(key, &nodeState{Hash: hash, Plan: pl})
 	res := contract.InstanceResult{State: "running", Addresses: pl.addresses()}
 	if herr := waitHealthy(ctx, pl); herr != nil {
 		tail, _ := p.run(ctx, cfg, m, fmt.Sprintf("tail -n 20 %s", shq(path.Join(wd, "logs", "node.log"))))
@@ -453,6 +457,7 @@ func (p *provider) Deprovision(ctx context.Context, req resource.DeprovisionRequ
 	} else {
 		fmt.Fprintf(&b, "rm -rf \"$wd\"\nrmdir %s 2>/dev/null || true\n", shq(path.Dir(wd)))
 	}
+	p.remember(key, nil)
 	if _, err := p.run(ctx, cfg, m, b.String()); err != nil {
 		return fmt.Errorf("deprovisioning node %s: %w", key, err)
 	}
@@ -488,6 +493,24 @@ func (p *provider) Status(ctx context.Context, req resource.Request) (resource.S
 	}
 	data, err := json.Marshal(res)
 	return resource.Status{State: state, Message: res.Message, Data: data}, err
+}
+
+// remember keeps the node's state for Exec, or forgets it (nil).
+func (p *provider) remember(key string, st *nodeState) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if st == nil {
+		delete(p.states, key)
+		return
+	}
+	p.states[key] = *st
+}
+
+func (p *provider) remembered(key string) (nodeState, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	st, ok := p.states[key]
+	return st, ok
 }
 
 func truncate(s string, n int) string {

@@ -49,6 +49,10 @@ func TestMain(m *testing.M) {
 				return nil, fmt.Errorf("go build %s: %v\n%s", b[1], err, out)
 			}
 		}
+		// sh is the artifact the exec tests run.
+		if err := os.Symlink("/bin/sh", filepath.Join(artifactsDir, "sh")); err != nil {
+			return nil, err
+		}
 		sshDir := filepath.Join(dir, "sshd")
 		if err := os.Mkdir(sshDir, 0o700); err != nil {
 			return nil, err
@@ -181,6 +185,7 @@ func TestConformance(t *testing.T) {
 		Secrets:      testSecrets,
 		Invalid:      nodeSpec(func(s *contract.InstanceRequest) { s.Artifact = contract.Artifact{Image: "docker.io/library/nginx:1"} }),
 		InvalidField: "request/artifact/image",
+		Exec:         &conformance.ExecCase{Shell: "sh", EnvName: "DATA_DIR", EnvValue: "data"},
 		Access: func(_ context.Context, from, to conformance.Provisioned) error {
 			fromAddr, err := addressOf(from.Result)
 			if err != nil {
