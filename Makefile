@@ -33,7 +33,7 @@ plugins:
 	done
 
 # Programs the plugins run, built from the Go module proxy (tools pinned in go.mod).
-ARTIFACTS := miniflux=miniflux.app/v2 fedhost-miniflux-roles=./plugins/apps/miniflux/cmd/fedhost-miniflux-roles versitygw=github.com/versity/versitygw/cmd/versitygw caddy=github.com/caddyserver/caddy/v2/cmd/caddy
+ARTIFACTS := miniflux=miniflux.app/v2 fedhost-miniflux-api=./plugins/apps/miniflux/cmd/fedhost-miniflux-api versitygw=github.com/versity/versitygw/cmd/versitygw caddy=github.com/caddyserver/caddy/v2/cmd/caddy
 
 artifacts:
 	@mkdir -p $(BIN)/artifacts

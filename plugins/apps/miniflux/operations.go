@@ -131,39 +131,17 @@ func (miniflux) Command(_ context.Context, req app.CommandRequest) (app.Command,
 	return cmd, nil
 }
 
-// createUserScript makes a user through Miniflux's REST API (POST /v1/users), for the
-// users Miniflux's command line cannot make (-create-admin makes administrators only). It
-// runs in the web node with its environment, as the administrator the node creates
-// (ADMIN_USERNAME, ADMIN_PASSWORD_FILE), so that password never leaves the node. curl
-// reads its whole configuration from stdin (-K -): the credentials and the new user's
-// request (the first line of the script's stdin, in curl's quoting) are on no command
-// line of the machine.
-const createUserScript = `set -eu
-esc() { printf '%s' "$1" | sed 's/[\\"]/\\&/g'; }
-IFS= read -r data
-pw=$(cat "$ADMIN_PASSWORD_FILE")
-out=$(printf 'user = "%s:%s"\nurl = "%s"\nheader = "Content-Type: application/json"\n%s\n' \
-  "$(esc "$ADMIN_USERNAME")" "$(esc "$pw")" "$(esc "${BASE_URL%/}/v1/users")" "$data" | curl -sS -K - -w '\n%{http_code}') || {
-  echo "curl could not reach Miniflux at BASE_URL: is the web node running?" >&2; exit 1; }
-code=$(printf '%s\n' "$out" | tail -n 1)
-body=$(printf '%s\n' "$out" | sed '$d')
-case "$code" in
-201) printf '%s\n' "$body" ;;
-401|403) echo "Miniflux refused the administrator ADMIN_USERNAME with the password in ADMIN_PASSWORD_FILE (HTTP $code): if that administrator's password was changed in Miniflux, this operation cannot sign in as it; make the user in Miniflux's settings" >&2; exit 1 ;;
-*) echo "Miniflux answered HTTP $code: $body" >&2; exit 1 ;;
-esac
-`
-
-// createUserByAPI renders create-user for a user who is not an administrator: the
-// script above, run with sh (an artifact of the node's machine) and curl on its PATH.
+// createUserByAPI renders create-user for a user who is not an administrator, whom
+// Miniflux's command line cannot make (-create-admin makes administrators only): the
+// fedhost-miniflux-api artifact makes them through Miniflux's REST API in the web node,
+// as the node's administrator, so that password never leaves the node. The new user's
+// name and password travel on stdin, on no command line of the machine.
 func createUserByAPI(in credentials) (app.Command, error) {
-	body, err := json.Marshal(map[string]any{"username": in.Username, "password": in.Password, "is_admin": false})
+	stdin, err := json.Marshal(map[string]any{"create_user": map[string]string{"username": in.Username, "password": in.Password}})
 	if err != nil {
 		return app.Command{}, err
 	}
-	quoted := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(string(body))
-	return app.Command{Node: "web", Binary: "sh", Args: []string{"-c", createUserScript, "sh"},
-		Stdin: []byte("data = \"" + quoted + "\"\n")}, nil
+	return app.Command{Node: "web", Binary: apiBinary, Stdin: stdin}, nil
 }
 
 func checkLine(field, v string) error {
@@ -175,9 +153,9 @@ func checkLine(field, v string) error {
 
 var _ app.Commander = miniflux{}
 
-// rolesBinary is the artifact that sets Miniflux's administrators through its REST API
-// (cmd/fedhost-miniflux-roles), built beside the miniflux binary.
-var rolesBinary = "fedhost-miniflux-roles"
+// apiBinary is the artifact that calls Miniflux's REST API in the web node
+// (cmd/fedhost-miniflux-api), built beside the miniflux binary.
+var apiBinary = "fedhost-miniflux-api"
 
 // RoleSync makes the members of the administrator group (oidc.adminGroup) Miniflux
 // administrators and every other user not: Miniflux itself sets is_admin only when a
@@ -200,7 +178,7 @@ func (miniflux) RoleSync(_ context.Context, req app.CommandRequest, in app.RoleS
 	if err != nil {
 		return app.Command{}, err
 	}
-	return app.Command{Node: "web", Binary: rolesBinary, Stdin: stdin}, nil
+	return app.Command{Node: "web", Binary: apiBinary, Stdin: stdin}, nil
 }
 
 var _ app.RoleSyncer = miniflux{}

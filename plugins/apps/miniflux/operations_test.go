@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -70,9 +69,7 @@ func startMiniflux(t *testing.T) *node {
 	t.Helper()
 	dir := t.TempDir()
 	goBuild(t, filepath.Join(dir, "artifacts", binary), "miniflux.app/v2")
-	goBuild(t, filepath.Join(dir, "artifacts", rolesBinary), "./cmd/fedhost-miniflux-roles")
-	// create-user of a user who is not an administrator runs sh (and curl on the PATH).
-	require.NoError(t, os.Symlink("/bin/sh", filepath.Join(dir, "artifacts", "sh")))
+	goBuild(t, filepath.Join(dir, "artifacts", apiBinary), "./cmd/fedhost-miniflux-api")
 	pluginBin := filepath.Join(dir, "fedhost-resource-local")
 	goBuild(t, pluginBin, "../../resources/local")
 

@@ -1,10 +1,14 @@
-// Command fedhost-miniflux-roles makes Miniflux's administrators follow the deployment's
-// directory: it runs in Miniflux's node (the miniflux app's sync-roles operation), reads
-// {"admins": [names]} on stdin, and through Miniflux's REST API (PUT /v1/users/{id} with
-// is_admin) makes those users administrators and every other user not, except the
-// node's own ADMIN_USERNAME, whose credentials it signs in with. It reads the address
-// and the credentials from the node's environment (LISTEN_ADDR, BASE_URL,
-// ADMIN_USERNAME, ADMIN_PASSWORD_FILE), so the password never leaves the node.
+// Command fedhost-miniflux-api does, through Miniflux's REST API, what Miniflux's command
+// line cannot: it runs in Miniflux's web node (the miniflux app's operations), signs in as
+// the node's own administrator (ADMIN_USERNAME, ADMIN_PASSWORD_FILE) at the address the
+// node listens on (LISTEN_ADDR, under BASE_URL's path), so that password never leaves the
+// node, and reads one JSON request on stdin:
+//
+//   - {"admins": [names]} (sync-roles): PUT /v1/users/{id} with is_admin makes those users
+//     administrators and every other user not, except the node's own administrator;
+//   - {"create_user": {"username", "password"}} (create-user of a user who is no
+//     administrator; -create-admin makes administrators only): POST /v1/users with
+//     is_admin false.
 package main
 
 import (
@@ -25,16 +29,23 @@ import (
 // maxInput bounds what is read on stdin.
 const maxInput = 1 << 20
 
-// Input is what the miniflux plugin writes on stdin.
+// Input is what the miniflux plugin writes on stdin: Admins for a sync, or CreateUser.
 type Input struct {
-	Admins []string `json:"admins"`
+	Admins     []string    `json:"admins"`
+	CreateUser *CreateUser `json:"create_user"`
+}
+
+// CreateUser is a user to make who is no administrator.
+type CreateUser struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
 }
 
 func main() {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	if err := run(ctx, os.Stdin, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "fedhost-miniflux-roles:", err)
+		fmt.Fprintln(os.Stderr, "fedhost-miniflux-api:", err)
 		os.Exit(1)
 	}
 }
@@ -49,7 +60,10 @@ func run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 	}
 	var in Input
 	if err := json.Unmarshal(b, &in); err != nil {
-		return errors.New(`stdin is not {"admins": [names]}`)
+		return errors.New(`stdin is not {"admins": [names]} nor {"create_user": {"username", "password"}}`)
+	}
+	if in.CreateUser == nil && in.Admins == nil {
+		return errors.New(`stdin names neither "admins" nor "create_user"`)
 	}
 	endpoint, err := endpointOf(os.Getenv("LISTEN_ADDR"), os.Getenv("BASE_URL"))
 	if err != nil {
@@ -65,6 +79,9 @@ func run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 		return fmt.Errorf("reading ADMIN_PASSWORD_FILE: %w", err)
 	}
 	c := client.NewClientWithOptions(endpoint, client.WithCredentials(adminName, strings.TrimSpace(string(password))))
+	if in.CreateUser != nil {
+		return createUser(ctx, c, adminName, *in.CreateUser, stdout)
+	}
 	users, err := c.UsersContext(ctx)
 	if err != nil {
 		return fmt.Errorf("listing Miniflux's users as %s: %w", adminName, err)
@@ -90,6 +107,20 @@ func run(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
 		}
 	}
 	fmt.Fprintf(stdout, "%d users checked, %d changed\n", len(users), changed)
+	return nil
+}
+
+// createUser makes a user who is no administrator. Miniflux's own refusal (a name
+// taken, a password too short) is passed on; the password is in no message.
+func createUser(ctx context.Context, c *client.Client, adminName string, u CreateUser, stdout io.Writer) error {
+	made, err := c.CreateUserContext(ctx, u.Username, u.Password, false)
+	if errors.Is(err, client.ErrNotAuthorized) || errors.Is(err, client.ErrForbidden) {
+		return fmt.Errorf("Miniflux refused the administrator %s with the password in ADMIN_PASSWORD_FILE: if that administrator's password was changed in Miniflux, this operation cannot sign in as it; make the user in Miniflux's settings", adminName)
+	}
+	if err != nil {
+		return fmt.Errorf("creating the user: %w", err)
+	}
+	fmt.Fprintf(stdout, "user %s created (id %d), not an administrator\n", made.Username, made.ID)
 	return nil
 }
 
