@@ -188,7 +188,7 @@ func TestOperationsOnARealMiniflux(t *testing.T) {
 		require.NotContains(t, s, bobPassword)
 		require.NotContains(t, s, "admin-password-1")
 	}
-	require.Contains(t, stdout, `"is_admin":false`)
+	require.Contains(t, stdout, "user bob created")
 	code, body = n.api(t, http.MethodGet, "/v1/me", "bob", bobPassword, nil)
 	require.Equal(t, http.StatusOK, code, "%s", body)
 	me.IsAdmin = true
