@@ -231,11 +231,23 @@ func TestClusterPostgreSQLRestarted(t *testing.T) {
 	next++
 	require.Equal(t, http.StatusAccepted, send(next), "the other host accepts a submit")
 
+	statuses := make([]int, 0, len(subs))
+	for _, s := range subs {
+		statuses = append(statuses, s.status)
+	}
+	fmt.Printf("cluster: the submits were answered %v (0: no answer)\n", statuses)
 	for _, s := range subs {
 		switch {
 		case s.status == http.StatusAccepted:
 			done := hosts[1].wait(s.build)
 			require.Equal(t, "succeeded", done.State, "an accepted submit builds: %+v", done)
+			var attempts []string
+			for _, e := range done.Events {
+				if strings.HasPrefix(e.Message, "build started") {
+					attempts = append(attempts, e.Time.Sub(stopped).Round(time.Millisecond).String())
+				}
+			}
+			fmt.Printf("cluster: build %s started at %v from the stop, finished with %d events\n", s.build, attempts, len(done.Events))
 		default:
 			require.True(t, s.status == 0 || s.status >= 500, "a submit during the outage is answered with an error, not %d", s.status)
 			// Refused, so it left no build behind that waits for ever.
