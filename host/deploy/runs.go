@@ -185,7 +185,7 @@ func (e *Engine) queueRun(ctx context.Context, d store.Deployment, req RunReques
 		e.dropRunSecrets(d.Namespace, run.SecretInstance)
 		return store.Run{}, err
 	}
-	if err := e.queue.EnqueueRun(ctx, run.ID); err != nil {
+	if err := e.queue.EnqueueRun(ctx, run.ID, d.NodeHost); err != nil {
 		_ = e.opts.Store.FinishRun(context.WithoutCancel(ctx), run.ID, store.RunEnd{State: store.RunFailed, Reason: "could not be queued"})
 		e.dropRunSecrets(d.Namespace, run.SecretInstance)
 		return store.Run{}, err

@@ -70,11 +70,84 @@ func (q *Queue) failDeadHosts(ctx context.Context, _ time.Time) error {
 	if len(l.builds)+len(l.runs) > 0 {
 		q.logger.Warn("queue: builds and runs of a host not seen lately failed as lost", "builds", len(l.builds), "runs", len(l.runs))
 	}
+	if err := q.failStranded(ctx); err != nil {
+		return err
+	}
 	// A host gone for a week is forgotten, so the table stays as small as the cluster.
 	if _, err := q.store.RiverPgx().Exec(ctx, `DELETE FROM fedhost_hosts WHERE seen_at < now() - interval '7 days'`); err != nil {
 		return fmt.Errorf("forgetting hosts gone for a week: %w", err)
 	}
 	return q.markLost(ctx, l)
+}
+
+// failStranded fails the builds and runs waiting in the own queue of a host not seen for
+// lostAfter (or forgotten): they are of deployments on its `local` nodes, which no other
+// host can reach, and would otherwise wait for ever.
+func (q *Queue) failStranded(ctx context.Context) error {
+	pool := q.store.RiverPgx()
+	rows, err := pool.Query(ctx, `SELECT client_id FROM fedhost_hosts WHERE seen_at >= now() - make_interval(secs => $1)`, lostAfter.Seconds())
+	if err != nil {
+		return fmt.Errorf("finding the live hosts: %w", err)
+	}
+	live, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("finding the live hosts: %w", err)
+	}
+	liveQueues := make([]string, 0, 2*len(live))
+	for _, id := range live {
+		liveQueues = append(liveQueues, hostQueue(id), hostRunsQueue(id))
+	}
+	rows, err = pool.Query(ctx, `UPDATE river_job SET state = 'cancelled', finalized_at = now()
+		WHERE kind IN ('build', 'run') AND state IN ('available', 'pending', 'retryable', 'scheduled')
+			AND (starts_with(queue, $1) OR starts_with(queue, $2)) AND NOT queue = ANY($3)
+		RETURNING kind, args`, hostQueuePrefix, hostRunsQueuePrefix, liveQueues)
+	if err != nil {
+		return fmt.Errorf("finding the builds waiting for a dead host: %w", err)
+	}
+	l, err := q.lostJobs(rows)
+	rows.Close()
+	if err != nil {
+		return err
+	}
+	if len(l.builds)+len(l.runs) == 0 {
+		return nil
+	}
+	q.logger.Warn("queue: builds and runs waiting for the local nodes of a host not seen lately failed", "builds", len(l.builds), "runs", len(l.runs))
+	for _, id := range l.runs {
+		r, err := q.store.GetRun(ctx, id)
+		if err != nil {
+			return err
+		}
+		err = q.store.FinishRun(ctx, id, store.RunEnd{State: store.RunFailed, Reason: q.strandedReason(ctx, r.DeploymentID)})
+		if err != nil && !errors.Is(err, store.ErrBuildFinished) {
+			return err
+		}
+	}
+	for _, id := range l.builds {
+		b, err := q.store.GetBuild(ctx, id)
+		if err != nil {
+			return err
+		}
+		reason := q.strandedReason(ctx, b.DeploymentID)
+		e := store.BuildEvent{BuildID: id, Step: "queue", Level: store.LevelError, Message: reason}
+		if _, err := q.store.AppendBuildEvent(ctx, e); err != nil {
+			q.logger.Error("queue: recording a build stranded on a dead host", "build_id", id, "error", err)
+		}
+		if err := q.store.FailBuilds(ctx, []string{id}, reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// strandedReason says why a build or run of a deployment waiting for its dead node host
+// failed, and what to do.
+func (q *Queue) strandedReason(ctx context.Context, deploymentID string) string {
+	host := "its host"
+	if d, err := q.store.GetDeployment(ctx, deploymentID); err == nil && d.NodeHost != "" {
+		host = d.NodeHost
+	}
+	return fmt.Sprintf("lost: this deployment's local nodes run on %s, not seen for %s: start fedhost there again, then submit again", host, lostAfter)
 }
 
 // jobRows is what FailLost and failDeadHosts read of the jobs they cancelled.

@@ -158,6 +158,9 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 	}
 	if cfg.LocalNodes {
 		rcfg.Queues[hostQueue(cfg.ClientID)] = river.QueueConfig{MaxWorkers: cfg.Workers}
+		if cfg.Runner != nil {
+			rcfg.Queues[hostRunsQueue(cfg.ClientID)] = rcfg.Queues[runsQueue]
+		}
 	}
 	if cfg.river != nil {
 		cfg.river(rcfg)
@@ -266,11 +269,23 @@ func (q *Queue) Cancel(ctx context.Context, buildID string) error {
 	return nil
 }
 
-// hostQueue is the River queue of the host with River client ID clientID: a digest,
-// since a queue name is short and of few characters.
-func hostQueue(clientID string) string {
+// hostQueue is the River queue of the builds of the host with River client ID clientID:
+// a digest, since a queue name is short and of few characters.
+func hostQueue(clientID string) string { return hostQueuePrefix + clientDigest(clientID) }
+
+// hostRunsQueue is the River queue of the operation runs of the host with River client ID
+// clientID.
+func hostRunsQueue(clientID string) string { return hostRunsQueuePrefix + clientDigest(clientID) }
+
+// The prefixes of the per-host queues, which failDeadHosts looks for.
+const (
+	hostQueuePrefix     = "host_"
+	hostRunsQueuePrefix = "hostruns_"
+)
+
+func clientDigest(clientID string) string {
 	sum := sha256.Sum256([]byte(clientID))
-	return "host_" + hex.EncodeToString(sum[:8])
+	return hex.EncodeToString(sum[:8])
 }
 
 // lostReason is the reason of a build whose fedhost process ended while it ran.

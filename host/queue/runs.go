@@ -87,10 +87,17 @@ func (w *runWorker) Work(ctx context.Context, job *river.Job[runArgs]) error {
 // Timeout lets the runner's own timeout (the operation's) bound a run.
 func (w *runWorker) Timeout(*river.Job[runArgs]) time.Duration { return -1 }
 
-// EnqueueRun queues a stored run. The run learns its job when it starts (StartRun):
-// one write less between a submit and the command's start.
-func (q *Queue) EnqueueRun(ctx context.Context, runID string) error {
-	if _, err := q.client.Insert(ctx, runArgs{RunID: runID}, nil); err != nil {
+// EnqueueRun queues a stored run of a deployment whose nodes run on nodeHost (its
+// store.Deployment.NodeHost): a run of a deployment on `local` nodes goes to that host's
+// own runs queue, as its builds do; with nodeHost empty, to the runs queue any host works.
+// The run learns its job when it starts (StartRun): one write less between a submit and
+// the command's start.
+func (q *Queue) EnqueueRun(ctx context.Context, runID, nodeHost string) error {
+	var opts *river.InsertOpts
+	if nodeHost != "" {
+		opts = &river.InsertOpts{Queue: hostRunsQueue(nodeHost)}
+	}
+	if _, err := q.client.Insert(ctx, runArgs{RunID: runID}, opts); err != nil {
 		return fmt.Errorf("enqueueing run %s: %w", runID, err)
 	}
 	return nil

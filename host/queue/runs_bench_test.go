@@ -92,7 +92,7 @@ func benchRuns(b *testing.B, cfg store.Config, riverDefaults bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := q.EnqueueRun(ctx, r.ID); err != nil {
+		if err := q.EnqueueRun(ctx, r.ID, ""); err != nil {
 			b.Fatal(err)
 		}
 		inserting += time.Since(submitted)

@@ -78,10 +78,59 @@ func DSN(t testing.TB) string {
 	if startErr != nil {
 		t.Fatalf("pgtest: %v", startErr)
 	}
+	return shared.newDatabase(t)
+}
+
+// Server is a PostgreSQL server of one test's own, which the test may stop and start
+// again under its clients: the shared server of DSN must not be.
+type Server struct {
+	t testing.TB
+	s *server
+}
+
+// NewServer starts a server of the test's own, stopped and removed when the test ends.
+// Unlike the shared server, it answers a commit only once its WAL is written, so that
+// what a client was told is committed survives Stop.
+func NewServer(t testing.TB) *Server {
+	t.Helper()
+	s, err := startServer(true)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.stop(); err != nil {
+			t.Errorf("pgtest: %v", err)
+		}
+	})
+	return &Server{t: t, s: s}
+}
+
+// DSN returns the address of a new, empty database on the server, as DSN does.
+func (srv *Server) DSN() string {
+	srv.t.Helper()
+	return srv.s.newDatabase(srv.t)
+}
+
+// Stop stops the server as a crash would (immediate shutdown: every connection is cut,
+// nothing is checkpointed); its data stays for Start.
+func (srv *Server) Stop() { srv.s.kill() }
+
+// Start starts the stopped server again on the same port and data, and returns once it
+// accepts connections; it fails the test if it cannot.
+func (srv *Server) Start() {
+	srv.t.Helper()
+	if err := srv.s.run(srv.s.bin, srv.s.cred, srv.s.port); err != nil {
+		srv.t.Fatalf("pgtest: starting the server again: %v", err)
+	}
+}
+
+// newDatabase creates a new, empty database on s and returns its address.
+func (s *server) newDatabase(t testing.TB) string {
+	t.Helper()
 	name := fmt.Sprintf("t%d_%s", dbCounter.Add(1), dbNameSuffix(t.Name()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, shared.dsn("postgres"))
+	conn, err := pgx.Connect(ctx, s.dsn("postgres"))
 	if err != nil {
 		t.Fatalf("pgtest: connecting to the test server: %v", err)
 	}
@@ -89,7 +138,7 @@ func DSN(t testing.TB) string {
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		t.Fatalf("pgtest: creating database %s: %v", name, err)
 	}
-	return shared.dsn(name)
+	return s.dsn(name)
 }
 
 var unsafeName = regexp.MustCompile(`[^a-z0-9_]+`)
@@ -108,15 +157,23 @@ type server struct {
 	dir      string
 	port     int
 	password string
-	cmd      *exec.Cmd
-	exited   <-chan struct{} // closed when the postmaster has exited
+	// bin and cred are the binaries' directory and the user the postmaster runs as.
+	bin  string
+	cred *syscall.Credential
+	// durable servers keep every answered commit across a crash (Server.Stop); the
+	// shared one is faster without.
+	durable bool
+	cmd     *exec.Cmd
+	exited  <-chan struct{} // closed when the postmaster has exited
 }
 
 func (s *server) dsn(database string) string {
 	return fmt.Sprintf("postgres://%s:%s@127.0.0.1:%d/%s?sslmode=disable", superuser, s.password, s.port, database)
 }
 
-func start() (*server, error) {
+func start() (*server, error) { return startServer(false) }
+
+func startServer(durable bool) (*server, error) {
 	bin, err := findBinDir()
 	if err != nil {
 		return nil, err
@@ -129,7 +186,7 @@ func start() (*server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the server directory: %w", err)
 	}
-	s := &server{dir: dir, password: rand.Text()}
+	s := &server{dir: dir, password: rand.Text(), bin: bin, cred: cred, durable: durable}
 	if err := s.initdb(bin, cred, uid, gid); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
@@ -137,7 +194,7 @@ func start() (*server, error) {
 	// A free port can be taken by someone else between our probe and the
 	// postmaster's bind, so try a few.
 	for attempt := 0; ; attempt++ {
-		err = s.run(bin, cred)
+		err = s.run(bin, cred, 0)
 		if err == nil {
 			return s, nil
 		}
@@ -253,29 +310,37 @@ func reachable(dir string, uid, gid int) error {
 
 // run starts the postmaster as a direct child that the kernel kills when the
 // test process dies, and waits until it accepts connections.
-func (s *server) run(bin string, cred *syscall.Credential) error {
-	port, err := child.FreePort()
-	if err != nil {
-		return err
+// run starts the postmaster on port, or on a free one if port is 0.
+func (s *server) run(bin string, cred *syscall.Credential, port int) error {
+	if port == 0 {
+		var err error
+		if port, err = child.FreePort(); err != nil {
+			return err
+		}
 	}
 	s.port = port
 	logPath := filepath.Join(s.dir, "postgres.log")
-	logFile, err := os.Create(logPath)
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
 	defer logFile.Close()
 
-	s.cmd = exec.Command(filepath.Join(bin, "postgres"),
+	args := []string{
 		"-D", filepath.Join(s.dir, "data"),
 		"-h", "127.0.0.1",
 		"-p", strconv.Itoa(port),
 		"-k", s.dir,
 		"-c", "fsync=off",
-		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
 		"-c", "max_connections=300",
-	)
+	}
+	if !s.durable {
+		// A commit is answered before its WAL is written: lost if the server crashes,
+		// which only a Server's Stop does.
+		args = append(args, "-c", "synchronous_commit=off")
+	}
+	s.cmd = exec.Command(filepath.Join(bin, "postgres"), args...)
 	s.cmd.Stdout = logFile
 	s.cmd.Stderr = logFile
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Pdeathsig: syscall.SIGKILL, Setpgid: true}
