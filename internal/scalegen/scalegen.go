@@ -218,7 +218,7 @@ func (g *gen) deployments(ctx context.Context, from, n int) (string, error) {
 				events = append(events, []any{bid, e, started.Add(time.Duration(e) * time.Second), "provision", "info",
 					fmt.Sprintf("miniflux-db: postgresql resource provisioned (step %d of %d)", e, g.opts.EventsPerBuild), e * 100 / g.opts.EventsPerBuild})
 			}
-			audits = append(audits, g.audit(at, g.names[i%len(g.names)], "deployment.submit", id, bid))
+			audits = append(audits, g.audit(at, owner, "deployment.submit", id, bid))
 		}
 		for _, r := range []struct{ name, typ, provider string }{
 			{"miniflux-app", "instance", "local"}, {"miniflux-db", "postgresql", "postgresql"},
