@@ -50,7 +50,7 @@ type Filled struct {
 	// operator's name; it owns Deployments/Operators deployments, among them Deployment.
 	SuperuserToken, SuperuserSession string
 	OperatorToken, OperatorSession   string
-	Operator                         string
+	Operator, OperatorID             string
 	// Deployment is the ID of one of Operator's deployments, a typical one.
 	Deployment string
 }
@@ -165,7 +165,7 @@ func (g *gen) users(ctx context.Context) (Filled, error) {
 		pgx.CopyFromRows(rows)); err != nil {
 		return Filled{}, fmt.Errorf("scalegen: users: %w", err)
 	}
-	out := Filled{Operator: g.names[0]}
+	out := Filled{Operator: g.names[0], OperatorID: g.operators[0]}
 	for _, c := range []struct {
 		user           string
 		token, session *string
