@@ -83,7 +83,7 @@ func BenchmarkScale(b *testing.B) {
 			ticks = append(ticks, m[1])
 		}
 		return len(ticks) >= during+2
-	}, 2*time.Minute, time.Second, "no scheduler tick after the fill:\n%s", h.log)
+	}, 5*time.Minute, time.Second, "no scheduler tick after the fill:\n%s", h.log)
 	tick, err := strconv.ParseFloat(ticks[len(ticks)-1], 64)
 	require.NoError(b, err)
 	b.Logf("scheduler ticks (s), %d of them while wrk ran: %s", during, strings.Join(ticks, " "))
