@@ -80,6 +80,8 @@ bench:
 	$(GO) test -run '^$$' -bench FrontDoorWrk -benchtime 1x -count 1 ./plugins/resources/caddy/
 	$(GO) test -run '^$$' -bench RouteChange -benchtime 50x -count 1 ./plugins/resources/caddy/
 	$(GO) test -run '^$$' -bench Provision -benchtime 5x -count 1 ./plugins/resources/terraform/
+	$(GO) test -run '^$$' -bench ScaleQueries -benchtime 20x -count 1 ./host/store/
+	$(GO) test -run '^$$' -bench 'Scale$$' -benchtime 1x -count 1 ./host/e2e/
 
 # Every fuzz target (func FuzzXxx in a _test.go file, found with git grep) for FUZZTIME,
 # one after the other; FUZZFLAGS adds flags, e.g. FUZZFLAGS=-parallel=1. A crash leaves

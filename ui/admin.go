@@ -190,7 +190,7 @@ func (u *UI) catalogPage(c *fiber.Ctx, s *session) error {
 
 type job struct {
 	store.Build
-	Deployment store.Deployment
+	Deployment store.DeploymentSummary
 }
 
 func (u *UI) jobs(c *fiber.Ctx, s *session) error {
@@ -202,13 +202,14 @@ func (u *UI) showJobs(c *fiber.Ctx, s *session, status int, message string) erro
 	if err != nil {
 		return err
 	}
-	deployments, err := u.d.Store.ListDeployments(s.ctx, "")
+	ids := make([]string, 0, len(builds))
+	for _, b := range builds {
+		ids = append(ids, b.DeploymentID)
+	}
+	// The deployments of the builds shown, not every deployment.
+	byID, err := u.d.Store.DeploymentSummariesByID(s.ctx, ids)
 	if err != nil {
 		return err
-	}
-	byID := make(map[string]store.Deployment, len(deployments))
-	for _, d := range deployments {
-		byID[d.ID] = d
 	}
 	list := make([]job, len(builds))
 	for i, b := range builds {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -146,4 +147,52 @@ func TestQueryParametersAreChecked(t *testing.T) {
 	require.Equal(t, "not_found", errorCode(t, body))
 	require.Contains(t, string(body), `"location":"/app"`)
 	require.NotContains(t, string(body), "nope")
+}
+
+// An account's audit events are its own (by it or about it), in order, paged by ?after=;
+// the superuser's list has everyone's.
+func TestOwnAuditEventsAreOnlyOwn(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	alice, bob, root := b.user(t, "alice", false), b.user(t, "bob", false), b.user(t, "root", true)
+	var aliceID string
+	for _, c := range []struct {
+		who       client
+		namespace string
+	}{{alice, "alice1"}, {bob, "bob1"}, {alice, "alice2"}} {
+		status, body := b.do(t, c.who, "POST", "/api/v1/deployments", `{"namespace":"`+c.namespace+`"}`)
+		require.Equal(t, http.StatusCreated, status, "%s", body)
+		var d api.Deployment
+		require.NoError(t, json.Unmarshal(body, &d))
+		if c.who == alice {
+			aliceID = d.Owner
+		}
+	}
+	events := func(who client, path string) []api.AuditEvent {
+		status, body := b.do(t, who, "GET", path, "")
+		require.Equal(t, http.StatusOK, status, "%s", body)
+		var out []api.AuditEvent
+		require.NoError(t, json.Unmarshal(body, &out))
+		return out
+	}
+	var all []int64
+	for _, e := range events(root, "/api/v1/audit-events") {
+		all = append(all, e.Seq)
+	}
+	own := events(alice, "/api/v1/me/audit-events")
+	require.NotEmpty(t, own)
+	var creates int
+	for i, e := range own {
+		if e.Action == "deployment.create" {
+			creates++
+		}
+		if i > 0 {
+			require.Greater(t, e.Seq, own[i-1].Seq, "in order")
+		}
+		require.True(t, e.Actor == aliceID || e.Subject == aliceID, "by or about alice: %+v", e)
+	}
+	require.Equal(t, 2, creates, "alice's two creates, not bob's")
+	require.Less(t, len(own), len(all), "the superuser's list holds more than alice's")
+	later := events(alice, "/api/v1/me/audit-events?after="+strconv.FormatInt(own[0].Seq, 10))
+	require.Equal(t, own[1:], later, "paged by after")
 }

@@ -114,7 +114,12 @@ func (w *periodicWorker) Work(ctx context.Context, job *river.Job[periodicArgs])
 		// A job of an older fedhost that had this periodic job.
 		return river.JobCancel(fmt.Errorf("no periodic job %q in this fedhost", job.Args.ID))
 	}
-	if err := p.Run(ctx, w.clock()); err != nil {
+	started := time.Now()
+	err := p.Run(ctx, w.clock())
+	// How long a run took, for the operator who watches a tick grow with the deployments
+	// (docs/benchmarks.md measures it from this line).
+	w.logger.Info("queue: periodic job ran", "job", p.ID, "seconds", time.Since(started).Seconds())
+	if err != nil {
 		// Not retried: the next run is due soon and decides afresh.
 		w.logger.Error("queue: periodic job failed", "job", p.ID, "error", err)
 		return river.JobCancel(err)

@@ -104,6 +104,21 @@ func (s *Store) UserAuditEvents(ctx context.Context, user string, limit int) ([]
 	return events, nil
 }
 
+// UserAuditEventsAfter returns at most limit events by or about user (actor or subject)
+// with a sequence above afterSeq, in order.
+func (s *Store) UserAuditEventsAfter(ctx context.Context, user string, afterSeq int64, limit int) ([]AuditEvent, error) {
+	// One index scan each of actor and subject, merged: with the OR in one WHERE,
+	// PostgreSQL walks the whole trail in seq order to fill the LIMIT.
+	var events []AuditEvent
+	err := s.db.WithContext(ctx).Raw(`SELECT * FROM (SELECT * FROM audit_events WHERE actor = ? AND seq > ? ORDER BY seq LIMIT ?) AS by_actor
+		UNION SELECT * FROM (SELECT * FROM audit_events WHERE subject = ? AND seq > ? ORDER BY seq LIMIT ?) AS by_subject
+		ORDER BY seq LIMIT ?`, user, afterSeq, limit, user, afterSeq, limit, limit).Scan(&events).Error
+	if err != nil {
+		return nil, fmt.Errorf("reading the audit events of %s after %d: %w", user, afterSeq, err)
+	}
+	return events, nil
+}
+
 // PruneAuditEvents removes the oldest events up to, not including, the first
 // event at or after before, and makes the last removed event the checkpoint.
 // Only a prefix of the chain is ever removed, so what stays is verifiable from

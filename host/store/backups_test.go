@@ -112,3 +112,35 @@ func TestUserAuditEventsNewestFirst(t *testing.T) {
 		require.Len(t, events, 1)
 	})
 }
+
+func TestUserAuditEventsAfterInOrder(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, cfg store.Config) {
+		ctx := context.Background()
+		st := open(t, cfg)
+		seal := func(e store.AuditEvent) string { return "h" }
+		for i, e := range []store.AuditEvent{
+			{Actor: "alice", Action: "user.login"},
+			{Actor: "root", Action: "user.promote", Subject: "alice"},
+			{Actor: "bob", Action: "user.login"},
+			{Actor: "alice", Action: "token.create", Subject: "alice"},
+			{Actor: "alice", Action: "deployment.submit"},
+		} {
+			e.Result, e.Time = "ok", time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC)
+			_, err := st.AppendAuditEvent(ctx, e, seal)
+			require.NoError(t, err)
+		}
+		seqs := func(after int64, limit int) []int64 {
+			events, err := st.UserAuditEventsAfter(ctx, "alice", after, limit)
+			require.NoError(t, err)
+			var out []int64
+			for _, e := range events {
+				out = append(out, e.Seq)
+			}
+			return out
+		}
+		require.Equal(t, []int64{1, 2, 4, 5}, seqs(0, 10), "by or about alice, oldest first, an event by and about her once")
+		require.Equal(t, []int64{1, 2}, seqs(0, 2))
+		require.Equal(t, []int64{4, 5}, seqs(2, 10), "after a sequence")
+	})
+}

@@ -117,6 +117,27 @@ func (s *Store) ListDeploymentSummaries(ctx context.Context, owner, before strin
 	return out, rows.Err()
 }
 
+// DeploymentSummariesByID returns the summaries of the deployments with the given IDs, by
+// ID; an unknown ID is left out. For pages that name the deployments of a few rows
+// (builds, say) without reading every deployment.
+func (s *Store) DeploymentSummariesByID(ctx context.Context, ids []string) (map[string]DeploymentSummary, error) {
+	out := make(map[string]DeploymentSummary, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	var list []DeploymentSummary
+	err := s.db.WithContext(ctx).Model(&Deployment{}).Select("id", "namespace", "name", "owner", "domain", "state", "updated_at").
+		Where("id IN ?", ids).Find(&list).Error
+	if err != nil {
+		return nil, fmt.Errorf("reading deployments: %w", err)
+	}
+	for _, d := range list {
+		d.UpdatedAt = d.UpdatedAt.UTC()
+		out[d.ID] = d
+	}
+	return out, nil
+}
+
 func (s *Store) placeholder(n int) string {
 	if s.riverPgx != nil {
 		return fmt.Sprintf("$%d", n)

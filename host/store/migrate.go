@@ -33,6 +33,7 @@ var migrations = []migration{
 	migrate13,
 	migrate14,
 	migrate15,
+	migrateScale,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -433,6 +434,17 @@ func migrate15(tx *gorm.DB) error {
 		client_id text PRIMARY KEY,
 		seen_at {ts} NOT NULL
 	)`)
+}
+
+// migrateScale indexes what grows with the deployments (measured at 10,000 and 100,000 in
+// docs/benchmarks.md): an operator's page of deployments, newest first, was a backward
+// walk of every deployment's ID until 50 of its own turned up; the jobs page's newest
+// builds were a sort of every build.
+func migrateScale(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE INDEX deployments_owner ON deployments (owner, id)`,
+		`CREATE INDEX builds_created_at ON builds (created_at, id)`,
+	)
 }
 
 // now is the store's clock: UTC at the precision both databases keep, so a
