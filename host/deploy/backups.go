@@ -268,7 +268,8 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	_, derr := e.runDrills(ctx, now, ds)
 	_, serr := e.runSchedules(ctx, now)
 	domerr := e.runDomainRenewals(ctx, now)
-	return errors.Join(uerr, rerr, berr, derr, serr, domerr)
+	xerr := e.runExportExpiry(ctx, now)
+	return errors.Join(uerr, rerr, berr, derr, serr, domerr, xerr)
 }
 
 // RunRetention deletes what is kept only for a time: the logs of builds finished longer

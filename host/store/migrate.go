@@ -33,6 +33,7 @@ var migrations = []migration{
 	migrate13,
 	migrate14,
 	migrate15,
+	migrateExports,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -433,6 +434,25 @@ func migrate15(tx *gorm.DB) error {
 		client_id text PRIMARY KEY,
 		seen_at {ts} NOT NULL
 	)`)
+}
+
+// migrateExports records the exports of deployments to another fedhost (issue 14):
+// only the digest of the confirmation token is kept, never the migration string.
+func migrateExports(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE exports (
+			id text PRIMARY KEY,
+			deployment_id text NOT NULL REFERENCES deployments (id) ON DELETE CASCADE,
+			token_hash text NOT NULL,
+			apps text NOT NULL,
+			state text NOT NULL,
+			created_at {ts} NOT NULL,
+			expires_at {ts} NOT NULL,
+			updated_at {ts} NOT NULL
+		)`,
+		`CREATE INDEX exports_deployment ON exports (deployment_id, created_at)`,
+		`CREATE INDEX exports_expiry ON exports (state, expires_at)`,
+	)
 }
 
 // now is the store's clock: UTC at the precision both databases keep, so a
