@@ -1,14 +1,7 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -38,12 +31,6 @@ type ConfirmRequest struct {
 	Token string `json:"token"`
 }
 
-// recipientTimeout bounds asking a target for its recipient; maxRecipientAnswer its answer.
-const (
-	recipientTimeout   = 10 * time.Second
-	maxRecipientAnswer = 8 << 10
-)
-
 func (h *handlers) exportRoutes(r fiber.Router) {
 	h.route(r, fiber.MethodPost, "/deployments/:id/export", Owner, "deployment.export", h.export)
 	r.Use("/migration/confirm", confirmLimit())
@@ -59,7 +46,7 @@ func (h *handlers) export(c *fiber.Ctx) error {
 	recipient := body.Recipient
 	if body.Target != "" {
 		var err error
-		if recipient, err = fetchRecipient(ctx, body.Target); err != nil {
+		if recipient, err = deploy.FetchRecipient(ctx, body.Target); err != nil {
 			return err
 		}
 	}
@@ -72,46 +59,6 @@ func (h *handlers) export(c *fiber.Ctx) error {
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	return c.JSON(ExportAnswer{ID: x.ExportID, Build: x.Build.ID, ExpiresAt: x.ExpiresAt, Migration: x.String})
-}
-
-// fetchRecipient asks a target fedhost for its age recipient.
-func fetchRecipient(ctx context.Context, target string) (string, error) {
-	bad := &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/target", Message: "the target is the other fedhost's URL, http or https, such as https://fedhost.example/"}
-	u, err := url.Parse(target)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || len(target) > 2048 {
-		return "", bad
-	}
-	u.Path = strings.TrimSuffix(u.Path, "/") + "/api/v1/migration/recipient"
-	u.RawQuery, u.Fragment = "", ""
-	ctx, cancel := context.WithTimeout(ctx, recipientTimeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-	if err != nil {
-		return "", bad
-	}
-	unreachable := func(why string) error {
-		return &deploy.Error{Code: deploy.CodeUnavailable, Location: "/target", Message: "the target did not give its recipient (" + why + "): check the URL, or send its recipient instead"}
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) && ue.Timeout() {
-			return "", unreachable(fmt.Sprintf("no answer within %s", recipientTimeout))
-		}
-		return "", unreachable("it could not be reached")
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return "", unreachable(fmt.Sprintf("it answered %d", resp.StatusCode))
-	}
-	var answer struct {
-		Recipient string `json:"recipient"`
-	}
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxRecipientAnswer+1))
-	if err != nil || len(raw) > maxRecipientAnswer || json.Unmarshal(raw, &answer) != nil || answer.Recipient == "" {
-		return "", unreachable(`its answer is not {"recipient": ...}`)
-	}
-	return answer.Recipient, nil
 }
 
 // confirmExport revokes an export's read-only keys. It is public: the token is the

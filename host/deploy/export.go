@@ -10,7 +10,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -34,6 +37,12 @@ const ExportTTL = 7 * 24 * time.Hour
 
 // exportWait bounds how long Export waits for its build.
 const exportWait = 30 * time.Minute
+
+// recipientTimeout bounds asking a target for its recipient; maxRecipientAnswer its answer.
+const (
+	recipientTimeout   = 10 * time.Second
+	maxRecipientAnswer = 8 << 10
+)
 
 // exportOp is an export build's configuration: nothing secret, the token only by its
 // digest.
@@ -468,6 +477,46 @@ func (e *Engine) lockDomain(ctx context.Context, name string) error {
 		return registrarError(rec.Registrar, err)
 	}
 	return e.opts.Store.UpdateDomain(ctx, name, map[string]any{"state": bounded(d.Status, 32), "locked": d.Locked})
+}
+
+// FetchRecipient asks a target fedhost for its age recipient.
+func FetchRecipient(ctx context.Context, target string) (string, error) {
+	bad := refuse(CodeInvalidConfiguration, "/target", "the target is the other fedhost's URL, http or https, such as https://fedhost.example/")
+	u, err := url.Parse(target)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || len(target) > 2048 {
+		return "", bad
+	}
+	u.Path = strings.TrimSuffix(u.Path, "/") + "/api/v1/migration/recipient"
+	u.RawQuery, u.Fragment = "", ""
+	ctx, cancel := context.WithTimeout(ctx, recipientTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return "", bad
+	}
+	unreachable := func(why string) error {
+		return refuse(CodeUnavailable, "/target", "the target did not give its recipient (%s): check the URL, or send its recipient instead", why)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) && ue.Timeout() {
+			return "", unreachable(fmt.Sprintf("no answer within %s", recipientTimeout))
+		}
+		return "", unreachable("it could not be reached")
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", unreachable(fmt.Sprintf("it answered %d", resp.StatusCode))
+	}
+	var answer struct {
+		Recipient string `json:"recipient"`
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxRecipientAnswer+1))
+	if err != nil || len(raw) > maxRecipientAnswer || json.Unmarshal(raw, &answer) != nil || answer.Recipient == "" {
+		return "", unreachable(`its answer is not {"recipient": ...}`)
+	}
+	return answer.Recipient, nil
 }
 
 func tokenDigest(token string) string {
