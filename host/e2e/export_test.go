@@ -151,3 +151,57 @@ func TestExportGivesAStringTheTargetOpensAndConfirmRevokes(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkExport times an export of a Miniflux deployment, step by step, from the
+// export build's events: the nodes stopped, the final backup, the read-only key, and the
+// rest (queueing, recording, sealing the string). Each iteration resumes the deployment
+// first (which revokes the keys), outside the timer.
+func BenchmarkExport(b *testing.B) {
+	h := startHost(b)
+	d := h.create("bexp")
+	require.Equal(b, "succeeded", h.wait(h.submit(d.ID, minifluxConfig("bexp.example.org", nil)).ID).State)
+	keys, err := migration.LoadKeys(b.TempDir())
+	require.NoError(b, err)
+	var totals, stops, backups, mints, rests []time.Duration
+	for i := 0; i < b.N; i++ {
+		if i > 0 {
+			b.StopTimer()
+			var r build
+			require.Equal(b, http.StatusAccepted, h.call("POST", "/deployments/"+d.ID+"/resume", nil, &r))
+			require.Equal(b, "succeeded", h.wait(r.ID).State)
+			b.StartTimer()
+		}
+		start := time.Now()
+		var x exportAnswer
+		require.Equal(b, http.StatusOK, h.call("POST", "/deployments/"+d.ID+"/export", map[string]string{"recipient": keys.Recipient()}, &x))
+		total := time.Since(start)
+		var done build
+		require.Equal(b, http.StatusOK, h.call("GET", "/builds/"+x.Build, nil, &done))
+		var first, stopped, backedUp, minted time.Time
+		for _, e := range done.Events {
+			if first.IsZero() {
+				first = e.Time
+			}
+			switch {
+			case strings.HasPrefix(e.Message, "the nodes are stopped"):
+				stopped = e.Time
+			case strings.HasPrefix(e.Message, "final backup "):
+				backedUp = e.Time
+			case strings.HasPrefix(e.Message, "read-only key to the backups"):
+				minted = e.Time
+			}
+		}
+		require.False(b, stopped.IsZero() || backedUp.IsZero() || minted.IsZero(), "events: %+v", done.Events)
+		totals = append(totals, total)
+		stops = append(stops, stopped.Sub(first))
+		backups = append(backups, backedUp.Sub(stopped))
+		mints = append(mints, minted.Sub(backedUp))
+		rests = append(rests, total-minted.Sub(first))
+	}
+	b.StopTimer()
+	b.ReportMetric(ms(median(totals)), "total-ms")
+	b.ReportMetric(ms(median(stops)), "stop-ms")
+	b.ReportMetric(ms(median(backups)), "backup-ms")
+	b.ReportMetric(ms(median(mints)), "key-ms")
+	b.ReportMetric(ms(median(rests)), "queue+record+seal-ms")
+}
