@@ -87,6 +87,15 @@ func TestScreenshots(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "restore-unconfirmed.png"), png, 0o644))
 	shot("destroy", "/deployments/"+d.ID+"/destroy", 1280)
+	shot("export", "/deployments/"+d.ID+"/export", 1280)
+	// The server's answer to a recipient that is none.
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.SetValue(chromedp.CSS(`#export-recipient`), "age1notarecipient"),
+		chromedp.Click(chromedp.CSS(`button.danger`)),
+		chromedp.WaitVisible(chromedp.CSS(`.alert`))))
+	png, err = chromedp.Run(tab, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "export-refused.png"), png, 0o644))
 	fmt.Fprintln(os.Stderr, "screenshots in", dir)
 }
 

@@ -117,6 +117,8 @@ func (u *UI) Mount(app *fiber.App) {
 	app.Post("/deployments/:id/resume", small, u.signedIn(u.operation("deployment.resume", (*deploy.Engine).Resume)))
 	app.Get("/deployments/:id/destroy", u.signedIn(u.destroyPage))
 	app.Post("/deployments/:id/destroy", small, u.signedIn(u.destroy))
+	app.Get("/deployments/:id/export", u.signedIn(u.exportPage))
+	app.Post("/deployments/:id/export", small, u.signedIn(u.export))
 	app.Get("/deployments/:id/configure", u.signedIn(u.configurePage))
 	app.Post("/deployments/:id/configure", configuration, u.signedIn(u.configure))
 	app.Get("/deployments/:id/builds", u.signedIn(u.history))

@@ -270,7 +270,8 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 	_, serr := e.runSchedules(ctx, now)
 	domerr := e.runDomainRenewals(ctx, now)
 	_, roleerr := e.runRoleSyncs(ctx, now, ds)
-	return errors.Join(uerr, rerr, berr, derr, serr, domerr, roleerr)
+	xerr := e.runExportExpiry(ctx, now)
+	return errors.Join(uerr, rerr, berr, derr, serr, domerr, roleerr, xerr)
 }
 
 // RunRetention deletes what is kept only for a time: the logs of builds finished longer

@@ -58,10 +58,16 @@ func (e *Engine) Build(ctx context.Context, buildID string, _ func(step, message
 		err = r.destroy(ctx)
 	case store.OperationBackup, store.OperationRestore, store.OperationDrill:
 		err = r.operate(ctx, b.Operation)
+	case store.OperationExport:
+		err = r.export(ctx)
 	default:
 		err = r.deploy(ctx)
 	}
 	state := map[string]string{store.OperationSuspend: StateSuspended, store.OperationDestroy: StateDestroyed, store.OperationDeploy: StateActive}[b.Operation]
+	if b.Operation == store.OperationExport && err == nil {
+		// A failed export started the nodes again: the deployment stays as it was.
+		state = StateExported
+	}
 	columns := map[string]any{"state": state}
 	if state == "" {
 		// An operation (backup, restore) leaves the deployment's state as it is; its

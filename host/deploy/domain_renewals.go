@@ -94,7 +94,7 @@ func (e *Engine) snapshot(ctx context.Context, name string, held map[string]stor
 	for name, rec := range held {
 		if rec.State == DomainReleased && !listed[name] {
 			// A released domain gone from the account moved to another registrar.
-			if err := e.opts.Store.UpdateDomain(ctx, name, map[string]any{"state": "transferred_out", "checked_at": now.UTC()}); err != nil {
+			if err := e.opts.Store.UpdateDomain(ctx, name, map[string]any{"state": domainTransferredOut, "checked_at": now.UTC()}); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -281,6 +281,9 @@ func (e *Engine) DomainAuthCode(ctx context.Context, name string) (string, error
 	}
 	return code, nil
 }
+
+// domainTransferredOut: the registrar's snapshot no longer lists the domain.
+const domainTransferredOut = "transferred_out"
 
 // Release is what a registered domain needs before it leaves (a move to another
 // provider, a destroy that keeps the domain): its auth code, the transfer lock lifted and

@@ -399,6 +399,9 @@ func (e *Engine) Resume(ctx context.Context, id string) (store.Build, error) {
 	if d.State == StateDestroyed {
 		return store.Build{}, refuse(CodeConflict, "", "deployment %s is destroyed", d.ID)
 	}
+	if err := e.beforeResume(ctx, d); err != nil {
+		return store.Build{}, err
+	}
 	return e.enqueue(ctx, d, store.OperationDeploy, json.RawMessage(d.Config), e.storedRefs(d), e.revisionFor(d, false))
 }
 

@@ -224,9 +224,13 @@ func (r *run) target(ctx context.Context, app string, create bool) (backup.Targe
 	for _, b := range s3.Buckets {
 		bucket = b
 	}
+	// The app's own key, never an export's read-only one.
 	var key contract.S3Access
-	for _, k := range s3.Keys {
-		key = k
+	for _, name := range slices.Sorted(maps.Keys(s3.Keys)) {
+		if name != exportKey {
+			key = s3.Keys[name]
+			break
+		}
 	}
 	keySecret, err := r.e.reveal(ctx, r.d.Namespace, bucketRow.SecretInstance, key.SecretAccessKey.Secret)
 	if err != nil {

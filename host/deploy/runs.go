@@ -121,7 +121,7 @@ func (e *Engine) StartRun(ctx context.Context, deploymentID string, req RunReque
 	if err != nil {
 		return store.Run{}, err
 	}
-	if d.State == StateSuspended || d.State == StateDestroyed {
+	if d.State == StateSuspended || d.State == StateExported || d.State == StateDestroyed {
 		return store.Run{}, refuse(CodeConflict, "", "the deployment is %s: its apps run no operations; resume it first", d.State)
 	}
 	cat, cfg, err := e.appsOf(ctx, d)
@@ -345,7 +345,7 @@ type runPlan struct {
 }
 
 func (e *Engine) prepareRun(ctx context.Context, d store.Deployment, r store.Run) (*runPlan, error) {
-	if d.State == StateSuspended || d.State == StateDestroyed {
+	if d.State == StateSuspended || d.State == StateExported || d.State == StateDestroyed {
 		return nil, fmt.Errorf("the deployment is %s", d.State)
 	}
 	cat, cfg, err := e.appsOf(ctx, d)

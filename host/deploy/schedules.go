@@ -112,7 +112,7 @@ func (e *Engine) runSchedules(ctx context.Context, now time.Time) (int, error) {
 			errs = append(errs, err)
 			continue
 		}
-		if d.State == StateSuspended || d.State == StateDestroyed {
+		if d.State == StateSuspended || d.State == StateExported || d.State == StateDestroyed {
 			continue
 		}
 		r, err := e.StartRun(ctx, d.ID, RunRequest{App: sc.App, Operation: sc.Operation, Input: []byte(sc.Input), Actor: "scheduler", Trigger: store.RunScheduled})

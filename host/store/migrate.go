@@ -34,6 +34,7 @@ var migrations = []migration{
 	migrate14,
 	migrate15,
 	migrateScale,
+	migrateExports,
 }
 
 // SchemaVersion returns the schema version this binary knows.
@@ -444,6 +445,25 @@ func migrateScale(tx *gorm.DB) error {
 	return execAll(tx,
 		`CREATE INDEX deployments_owner ON deployments (owner, id)`,
 		`CREATE INDEX builds_created_at ON builds (created_at, id)`,
+	)
+}
+
+// migrateExports records the exports of deployments to another fedhost (issue 14):
+// only the digest of the confirmation token is kept, never the migration string.
+func migrateExports(tx *gorm.DB) error {
+	return execAll(tx,
+		`CREATE TABLE exports (
+			id text PRIMARY KEY,
+			deployment_id text NOT NULL REFERENCES deployments (id) ON DELETE CASCADE,
+			token_hash text NOT NULL,
+			apps text NOT NULL,
+			state text NOT NULL,
+			created_at {ts} NOT NULL,
+			expires_at {ts} NOT NULL,
+			updated_at {ts} NOT NULL
+		)`,
+		`CREATE INDEX exports_deployment ON exports (deployment_id, created_at)`,
+		`CREATE INDEX exports_expiry ON exports (state, expires_at)`,
 	)
 }
 

@@ -67,6 +67,9 @@ const (
 	// OperationDrill restores an app's newest backup into a scratch database, checks it
 	// and drops it: a backup nobody has restored is a hope, not a backup.
 	OperationDrill = "drill"
+	// OperationExport stops the nodes, takes a final backup of each app and mints read-only
+	// keys to the backups for a move to another fedhost (host/deploy/export.go).
+	OperationExport = "export"
 )
 
 // Build is one run of deploying a deployment's configuration.
@@ -162,6 +165,7 @@ const (
 	BackupManual    = "manual"    // an operator, through the UI or the API
 	BackupScheduled = "scheduled" // the app's backup schedule
 	BackupUpgrade   = "upgrade"   // the build that upgrades the app, before it changes anything
+	BackupExport    = "export"    // the export to another fedhost, its final backup
 )
 
 // AppBackup is where an app's backups in one deployment stand: the schedule starts from
