@@ -24,8 +24,9 @@ var secretPlaceholder = regexp.MustCompile(`\$\{secret:([^}]+)\}`)
 // the secret resource. refs maps each option's pointer (/apps/<app>/options/...) to its
 // reference; an option left empty in a later submit keeps its stored value. With forget,
 // refs lacks secrets stored before, and the secret resource is told to drop them even
-// when nothing new was typed.
-func (e *Engine) takeOperatorSecrets(ctx context.Context, d store.Deployment, raw json.RawMessage, refs map[string]string, forget bool) (json.RawMessage, map[string]string, error) {
+// when nothing new was typed. extra are values to keep beside the configuration's, by a
+// pointer outside it (an import's pointers: importPointer).
+func (e *Engine) takeOperatorSecrets(ctx context.Context, d store.Deployment, raw json.RawMessage, refs map[string]string, forget bool, extra map[string]string) (json.RawMessage, map[string]string, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, nil, err
@@ -47,6 +48,9 @@ func (e *Engine) takeOperatorSecrets(ctx context.Context, d store.Deployment, ra
 			return nil, nil, err
 		}
 		collectWriteOnly(sch, opts, "/apps/"+name+"/options", values)
+	}
+	for pointer, v := range extra {
+		values[pointer] = v
 	}
 	if len(values) == 0 && !forget {
 		return raw, refs, nil
