@@ -1,0 +1,275 @@
+package deploy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fedhost/fedhost/host/backup"
+	"github.com/fedhost/fedhost/host/directory"
+	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/sdk/contract"
+)
+
+// importConfirmPointer keeps, once an import's data is restored and its pointers are
+// deleted, what the confirmation to the source needs (the migration id, the source's URL
+// and its token) until the source answers it: every build tries again until then.
+const importConfirmPointer = "/migration-confirm"
+
+// confirmTimeout bounds the confirmation request to the source.
+const confirmTimeout = 10 * time.Second
+
+// importConfirm is the value kept at importConfirmPointer.
+type importConfirm struct {
+	ID        string `json:"id"`
+	SourceURL string `json:"source_url"`
+	Token     string `json:"token"`
+}
+
+// loadImport reads an imported deployment's pointers (importPointer) and its pending
+// confirmation (importConfirmPointer) from the secret resource; both nil when it has none.
+func (r *run) loadImport(ctx context.Context, refs map[string]string) (*Pending, *importConfirm, error) {
+	var p *Pending
+	var c *importConfirm
+	if ref, ok := refs[importPointer]; ok {
+		raw, err := r.e.reveal(ctx, r.d.Namespace, operatorInstance, ref)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the import's pointers: %w", err)
+		}
+		p = &Pending{}
+		if err := json.Unmarshal(raw, p); err != nil {
+			return nil, nil, errors.New("the import's pointers in the secret resource are not readable: import the migration string again")
+		}
+	}
+	if ref, ok := refs[importConfirmPointer]; ok {
+		raw, err := r.e.reveal(ctx, r.d.Namespace, operatorInstance, ref)
+		if err != nil {
+			return nil, nil, fmt.Errorf("the import's confirmation: %w", err)
+		}
+		c = &importConfirm{}
+		if err := json.Unmarshal(raw, c); err != nil {
+			return nil, nil, errors.New("the import's confirmation in the secret resource is not readable")
+		}
+	}
+	return p, c, nil
+}
+
+// importGroups adds the import's groups to the directory's request, so that the ldap
+// provider makes them with the app's groups (it only adds groups: they stay after the
+// import). A name this directory does not take is a warning.
+func (r *run) importGroups(ctx context.Context, id *identity) error {
+	if r.imported == nil || r.imported.Directory == nil || id.Directory == nil {
+		return nil
+	}
+	var req contract.LDAPRequest
+	if err := json.Unmarshal(id.Directory.Spec, &req); err != nil {
+		return err
+	}
+	for _, g := range r.imported.Directory.Groups {
+		if err := directory.CheckGroupName("name", g.Name); err != nil {
+			r.event(store.LevelWarn, "import", 5, "group %s of the source is not made: %v", bounded(g.Name, 64), err)
+			continue
+		}
+		req.Groups = append(req.Groups, g.Name)
+	}
+	slices.Sort(req.Groups)
+	req.Groups = slices.Compact(req.Groups)
+	spec, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	if err := id.Directory.client.Validate(ctx, contract.LDAP, spec); err != nil {
+		return fmt.Errorf("the deployment's directory with the import's groups: %w", err)
+	}
+	id.Directory.Spec = spec
+	return nil
+}
+
+// restoreImported restores an imported app's database from the source's final snapshot,
+// reading the source's bucket with the migration string's read-only key (restic without
+// locks, which the key cannot write). It runs once the app's resources exist and before
+// its nodes start; an app the import brought no data for is left alone.
+func (r *run) restoreImported(ctx context.Context, app string, progress int) error {
+	if r.imported == nil {
+		return nil
+	}
+	data, ok := r.imported.Apps[app]
+	if !ok {
+		return nil
+	}
+	db, err := r.database(ctx, app)
+	if err != nil {
+		return fmt.Errorf("restore of %s from the source: %w", app, err)
+	}
+	t := backup.Target{Endpoint: data.S3.Endpoint, Region: data.S3.Region, PathStyle: data.S3.PathStyle, Bucket: data.S3.Bucket, Path: data.S3.Path,
+		AccessKeyID: data.S3.AccessKeyID, SecretAccessKey: data.S3.SecretAccessKey, RepositoryPassword: data.RepositoryPassword, NoLock: true}
+	r.event(store.LevelInfo, "import", progress, "restoring %s from the source's snapshot %s into %s", app, bounded(data.Snapshot, 64), db.Database)
+	if err := backup.Restore(ctx, t, data.Snapshot, db, ""); err != nil {
+		// backup hides the key, the repository password and the database's password.
+		return fmt.Errorf("restore of %s from the source's snapshot %s: %w; the import's pointers are kept, so the next submit restores again", app, bounded(data.Snapshot, 64), err)
+	}
+	r.event(store.LevelInfo, "import", progress, "%s restored from the source's snapshot %s", app, bounded(data.Snapshot, 64))
+	return nil
+}
+
+// importUsers makes the source's users in the deployment's directory with the password
+// hashes the source stored, in the source's groups; a user that exists is left alone,
+// so that a second build does not fail. A user this directory refuses (its name or hash)
+// is a warning; a directory that does not answer fails the build.
+func (r *run) importUsers(ctx context.Context) error {
+	if r.imported == nil || r.imported.Directory == nil || len(r.imported.Directory.Users) == 0 {
+		return nil
+	}
+	res, pw, err := r.e.Directory(ctx, r.d.ID)
+	if err != nil {
+		return fmt.Errorf("the source's users: %w", err)
+	}
+	dir, err := directory.New(res, pw)
+	if err != nil {
+		return err
+	}
+	made, existing := 0, 0
+	for _, u := range r.imported.Directory.Users {
+		du := directory.User{Name: u.Name, DisplayName: u.DisplayName, Email: u.Email}
+		for _, g := range r.imported.Directory.Groups {
+			if slices.Contains(g.Members, u.Name) && directory.CheckGroupName("name", g.Name) == nil {
+				du.Groups = append(du.Groups, g.Name)
+			}
+		}
+		if u.PasswordHash == "" {
+			err = dir.Add(du)
+		} else {
+			err = dir.AddWithHash(du, u.PasswordHash)
+		}
+		var de *directory.Error
+		switch {
+		case errors.As(err, &de) && de.Code == directory.CodeConflict:
+			existing++
+			continue
+		case errors.As(err, &de):
+			// The directory's refusal names the field, never the value.
+			r.event(store.LevelWarn, "import", 92, "user %s of the source is not made: %v", bounded(u.Name, 64), err)
+			continue
+		case err != nil:
+			return fmt.Errorf("the source's users: %w", err)
+		}
+		if u.Disabled {
+			if err := dir.SetDisabled(u.Name, true); err != nil {
+				return fmt.Errorf("the source's users: locking %s: %w", bounded(u.Name, 64), err)
+			}
+		}
+		made++
+	}
+	r.event(store.LevelInfo, "import", 93, "%d users of the source made in the directory with their passwords, %d there already", made, existing)
+	return nil
+}
+
+// importDomain says what becomes of the source's domain: a transfer to this fedhost's
+// registrar waits for the operator's confirmation of its price and contact; without an
+// auth code or a registrar the operator delegates it (the domain step names the
+// nameservers).
+func (r *run) importDomain() {
+	dom := r.imported.Domain
+	if dom.Name == "" {
+		return
+	}
+	if registrars := r.e.Registrars(); dom.AuthCode != "" && len(registrars) > 0 {
+		r.event(store.LevelWarn, "domain", 94, "the transfer of %s to %s waits for the operator's confirmation of its price and contact at the Domains page", bounded(dom.Name, 253), registrars[0])
+		return
+	}
+	r.event(store.LevelWarn, "domain", 94, "%s came from the source: point its nameservers to the ones the domain step names here", bounded(dom.Name, 253))
+}
+
+// finishImport deletes the import's pointers once every app is restored and the users
+// are made, keeping only what the confirmation needs, then confirms to the source; a
+// confirmation that fails is a warning, tried again by the next build.
+func (r *run) finishImport(ctx context.Context, refs map[string]string, pending *importConfirm) error {
+	if r.imported != nil {
+		c := importConfirm{ID: r.imported.ID, SourceURL: r.imported.SourceURL, Token: r.imported.ConfirmToken}
+		raw, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		if refs, err = r.replaceRefs(ctx, refs, importPointer, map[string]string{importConfirmPointer: string(raw)}); err != nil {
+			return fmt.Errorf("deleting the import's pointers: %w", err)
+		}
+		r.event(store.LevelInfo, "import", 95, "the import's pointers (keys, repository passwords, password hashes) are deleted from the secret resource")
+		pending = &c
+	}
+	if pending == nil {
+		return nil
+	}
+	if err := confirmImport(ctx, *pending); err != nil {
+		r.event(store.LevelWarn, "import", 96, "the source was not told the import is done (%v): the next build tells it again", err)
+		return nil
+	}
+	r.event(store.LevelInfo, "import", 96, "the source confirmed the import of migration %s: it revokes its read-only keys", bounded(pending.ID, 64))
+	if _, err := r.replaceRefs(ctx, refs, importConfirmPointer, nil); err != nil {
+		r.event(store.LevelWarn, "import", 96, "the import's confirmation token is not deleted (%v): the next build deletes it", err)
+	}
+	return nil
+}
+
+// replaceRefs drops the reference at drop from the operator's secrets and adds extra,
+// and records the deployment's references.
+func (r *run) replaceRefs(ctx context.Context, refs map[string]string, drop string, extra map[string]string) (map[string]string, error) {
+	kept := map[string]string{}
+	for p, ref := range refs {
+		if p != drop {
+			kept[p] = ref
+		}
+	}
+	_, out, err := r.e.takeOperatorSecrets(ctx, r.d, json.RawMessage(`{}`), kept, true, extra)
+	if err != nil {
+		return refs, err
+	}
+	raw, err := json.Marshal(out)
+	if err != nil {
+		return refs, err
+	}
+	if err := r.e.opts.Store.UpdateDeployment(ctx, r.d.ID, map[string]any{"secret_refs": string(raw)}); err != nil {
+		return refs, err
+	}
+	r.d.SecretRefs = string(raw)
+	return out, nil
+}
+
+// confirmImport posts {id, token} to the source's /api/v1/migration/confirm. The error
+// names the status or the failure, never the token.
+func confirmImport(ctx context.Context, c importConfirm) error {
+	u, err := url.Parse(c.SourceURL)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return errors.New("the source's url in the migration string is not an http(s) URL")
+	}
+	body, err := json.Marshal(map[string]string{"id": c.ID, "token": c.Token})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, confirmTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(u.String(), "/")+"/api/v1/migration/confirm", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("the source at %s does not answer: %v", bounded(u.Host, 253), err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("the source at %s answered %s", bounded(u.Host, 253), bounded(resp.Status, 64))
+	}
+	return nil
+}
