@@ -127,6 +127,10 @@ func (r *run) importUsers(ctx context.Context) error {
 	if r.imported == nil || r.imported.Directory == nil || len(r.imported.Directory.Users) == 0 {
 		return nil
 	}
+	if !r.e.has(contract.LDAP) {
+		r.event(store.LevelWarn, "import", 92, "%d users of the source are not made: this hosting provider's environment has no directory (ldap provider)", len(r.imported.Directory.Users))
+		return nil
+	}
 	res, pw, err := r.e.Directory(ctx, r.d.ID)
 	if err != nil {
 		return fmt.Errorf("the source's users: %w", err)
