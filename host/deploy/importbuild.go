@@ -188,7 +188,7 @@ func (r *run) importDomain() {
 		r.event(store.LevelWarn, "domain", 94, "the transfer of %s to %s waits for the operator's confirmation of its price and contact at the Domains page", bounded(dom.Name, 253), registrars[0])
 		return
 	}
-	r.event(store.LevelWarn, "domain", 94, "%s came from the source: point its nameservers to the ones the domain step names here", bounded(dom.Name, 253))
+	r.event(store.LevelWarn, "domain", 94, "%s came from the source: delegate it here by setting its nameservers to the ones the deployment's Domains page names", bounded(dom.Name, 253))
 }
 
 // finishImport deletes the import's pointers once every app is restored and the users

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha1"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -24,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/go-ldap/ldap/v3"
 	"github.com/hashicorp/go-hclog"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -32,6 +35,7 @@ import (
 	"github.com/fedhost/fedhost/host/backup"
 	"github.com/fedhost/fedhost/host/catalog"
 	"github.com/fedhost/fedhost/host/config"
+	"github.com/fedhost/fedhost/host/directory"
 	"github.com/fedhost/fedhost/host/migration"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/queue"
@@ -143,7 +147,7 @@ func importSource(t *testing.T) migration.AppData {
 }
 
 // newImportEngine is an engine with the real postgresql (on pgtest's server), embedded
-// secret and local providers and the test app dbapp; builds are run by the test.
+// secret, local and openldap (its managed slapd) providers and the test app dbapp; builds are run by the test.
 func newImportEngine(t *testing.T) (*Engine, *store.Store) {
 	t.Helper()
 	ctx := context.Background()
@@ -151,7 +155,7 @@ func newImportEngine(t *testing.T) (*Engine, *store.Store) {
 	lock := plugins.Lock{}
 	for name, pkg := range map[string]string{"fedhost-app-dbapp": "./testdata/dbapp",
 		"fedhost-resource-postgresql": "../../plugins/resources/postgresql", "fedhost-resource-embedded": "../../plugins/resources/embedded",
-		"fedhost-resource-local": "../../plugins/resources/local"} {
+		"fedhost-resource-local": "../../plugins/resources/local", "fedhost-resource-openldap": "../../plugins/resources/openldap"} {
 		bin := filepath.Join(dir, "plugins", name)
 		goBuild(t, bin, pkg)
 		sum, err := pluginclient.FileSHA256(bin)
@@ -171,6 +175,8 @@ func newImportEngine(t *testing.T) (*Engine, *store.Store) {
 			case "local":
 				// dbapp runs no node: the environment names an instance provider all the same.
 				return json.RawMessage(fmt.Sprintf(`{"artifacts_dir": %q}`, t.TempDir())), true
+			case "openldap":
+				return json.RawMessage(`{"managed": true}`), true
 			}
 			return nil, true
 		}})
@@ -181,6 +187,7 @@ func newImportEngine(t *testing.T) (*Engine, *store.Store) {
 	require.NoError(t, err)
 	e := New(Options{Store: st, Plugins: m, Catalog: cat, Audit: audit.New(st, audit.Options{}), Environment: []config.Resource{
 		{Type: contract.PostgreSQL, Provider: "postgresql"}, {Type: contract.Secret, Provider: "embedded"}, {Type: contract.Instance, Provider: "local"},
+		{Type: contract.LDAP, Provider: "openldap"},
 	}})
 	q, err := queue.New(st, queue.Config{Builder: queue.BuilderFunc(func(context.Context, string, func(string, string)) error { return nil })})
 	require.NoError(t, err)
@@ -250,7 +257,14 @@ func TestImportedDeploymentsFirstBuildRestores(t *testing.T) {
 		Deployment: migration.Deployment{ID: "source-id", Name: "Acme", Namespace: "acme"}, CatalogRevision: "rev-at-source",
 		Versions: map[string]string{"dbapp": "1.0.0"}, Config: json.RawMessage(`{"domain":"acme.example","apps":{"dbapp":{"enable":true}}}`),
 		Apps: map[string]migration.AppData{"dbapp": data}, Domain: migration.Domain{Name: "acme.example"}}
-	secrets := []string{data.S3.SecretAccessKey, data.RepositoryPassword, good.RepositoryPassword, p.Source.ConfirmToken}
+	salt := []byte("salt0123")
+	sum := sha1.Sum(append([]byte("old password of ada"), salt...))
+	p.Directory = &migration.Directory{
+		Users: []migration.User{{Name: "ada", DisplayName: "Ada L", Email: "ada@acme.example", PasswordHash: "{SSHA}" + base64.StdEncoding.EncodeToString(append(sum[:], salt...))},
+			{Name: "bob", Disabled: true}},
+		Groups: []migration.Group{{Name: "readers", Members: []string{"ada", "bob"}}, {Name: "staff", Members: []string{"ada"}}},
+	}
+	secrets := []string{p.Directory.Users[0].PasswordHash, data.S3.SecretAccessKey, data.RepositoryPassword, good.RepositoryPassword, p.Source.ConfirmToken}
 	noSecrets := func(log string) {
 		t.Helper()
 		for _, s := range secrets {
@@ -296,7 +310,8 @@ func TestImportedDeploymentsFirstBuildRestores(t *testing.T) {
 	require.Empty(t, rows())
 
 	// The pointers mended (the right password), the next build restores.
-	mended, err := json.Marshal(Pending{ID: p.ID, SourceURL: p.Source.URL, ConfirmToken: p.Source.ConfirmToken, Apps: map[string]migration.AppData{"dbapp": good}})
+	mended, err := json.Marshal(Pending{ID: p.ID, SourceURL: p.Source.URL, ConfirmToken: p.Source.ConfirmToken,
+		Apps: map[string]migration.AppData{"dbapp": good}, Directory: p.Directory, Domain: p.Domain})
 	require.NoError(t, err)
 	delete(refs, importPointer)
 	_, refs, err = e.takeOperatorSecrets(ctx, d, json.RawMessage(`{}`), refs, false, map[string]string{importPointer: string(mended)})
@@ -316,6 +331,25 @@ func TestImportedDeploymentsFirstBuildRestores(t *testing.T) {
 	require.NotContains(t, refs, importPointer, "the pointers are deleted once used")
 	require.Contains(t, refs, importConfirmPointer, "the token is kept until the source takes the confirmation")
 	require.Contains(t, log, "the next build tells it again")
+	require.Contains(t, log, "2 users of the source made in the directory with their passwords, 0 there already")
+	res, pw, err := e.Directory(ctx, d.ID)
+	require.NoError(t, err)
+	dir, err := directory.New(res, pw)
+	require.NoError(t, err)
+	users, err := dir.Users()
+	require.NoError(t, err)
+	require.Len(t, users, 2)
+	require.Equal(t, directory.User{Name: "ada", DisplayName: "Ada L", Email: "ada@acme.example", Groups: []string{"readers", "staff"}}, users[0])
+	require.Equal(t, directory.User{Name: "bob", DisplayName: "bob", Disabled: true, Groups: []string{"readers"}}, users[1])
+	conn, err := ldap.DialURL(res.URL)
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.Bind("uid=ada,"+res.UsersDN, "old password of ada"), "ada signs in with her old password")
+	var again Pending
+	require.NoError(t, json.Unmarshal(mended, &again))
+	r := &run{e: e, d: d, imported: &again}
+	require.NoError(t, r.load(ctx))
+	require.NoError(t, r.importUsers(ctx), "users made before are left alone")
 
 	// The next build confirms again; the source takes it and the token goes.
 	b, err = e.Resume(ctx, d.ID)
@@ -324,6 +358,7 @@ func TestImportedDeploymentsFirstBuildRestores(t *testing.T) {
 	require.NoError(t, err, log)
 	require.NotContains(t, log, "restoring", "a restored import is not restored again")
 	require.Contains(t, log, "the source confirmed the import")
+	require.NotContains(t, log, "users of the source", "the users are made once")
 	d, err = st.GetDeployment(ctx, d.ID)
 	require.NoError(t, err)
 	require.Empty(t, e.storedRefs(d))
