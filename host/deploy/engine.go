@@ -318,7 +318,7 @@ func (e *Engine) check(ctx context.Context, d store.Deployment, raw json.RawMess
 	if err != nil {
 		return nil, nil, unmigrated, err
 	}
-	stored, refs, err := e.takeOperatorSecrets(ctx, d, migrated, refs, len(clear) > 0, nil)
+	stored, refs, err := e.takeOperatorSecrets(ctx, d, migrated, refs, len(clear) > 0)
 	if err != nil {
 		return nil, nil, unmigrated, err
 	}

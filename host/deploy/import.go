@@ -16,8 +16,8 @@ import (
 
 // importPointer is where, among a deployment's secret references, the pointers of an
 // import wait for its first build: a pointer outside the configuration, so that no app
-// option ever takes it, kept by every submit like the operator's secrets until the build
-// that restores deletes it.
+// option ever takes it, kept by every submit until the build that restores deletes it
+// (in a secret instance of its own: importInstances).
 const importPointer = "/migration"
 
 // ImportRequest is an import of a migration string that Keys.Open accepted.
@@ -267,8 +267,11 @@ func (e *Engine) storeImport(ctx context.Context, req ImportRequest, p migration
 	if err != nil {
 		return ImportPlan{}, err
 	}
-	cfg, refs, err := e.takeOperatorSecrets(ctx, d, plan.config, map[string]string{}, false, map[string]string{importPointer: string(pending)})
+	cfg, refs, err := e.takeOperatorSecrets(ctx, d, plan.config, map[string]string{}, false)
 	if err != nil {
+		return ImportPlan{}, e.failImport(ctx, d.ID, err)
+	}
+	if refs[importPointer], err = e.keepImport(ctx, d, importPointer, string(pending)); err != nil {
 		return ImportPlan{}, e.failImport(ctx, d.ID, err)
 	}
 	b, err := e.enqueue(ctx, d, store.OperationDeploy, cfg, refs, e.revisionFor(d, false))

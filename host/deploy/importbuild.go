@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"github.com/fedhost/fedhost/host/directory"
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/sdk/contract"
+	"github.com/fedhost/fedhost/sdk/resource"
 )
 
 // importConfirmPointer keeps, once an import's data is restored and its pointers are
@@ -33,13 +35,37 @@ type importConfirm struct {
 	Token     string `json:"token"`
 }
 
+// importInstances are the secret instances that keep an import's values, by the pointer
+// of their reference among the deployment's: instances of their own, since deprovisioning
+// an instance is what deletes its values (a secret instance keeps the files dropped from
+// its request).
+var importInstances = map[string]string{importPointer: "fedhost-import", importConfirmPointer: "fedhost-import-confirm"}
+
+// keepImport keeps value in the secret instance of pointer and returns its reference.
+func (e *Engine) keepImport(ctx context.Context, d store.Deployment, pointer, value string) (string, error) {
+	refs, err := e.keep(ctx, d.Namespace, importInstances[pointer], map[string]contract.SecretFile{"value": {Supplied: true}}, map[string][]byte{"value": []byte(value)})
+	if err != nil {
+		return "", err
+	}
+	return refs["value"], nil
+}
+
+// dropImport deletes the secret instance of pointer with every version of its value.
+func (e *Engine) dropImport(ctx context.Context, d store.Deployment, pointer string) error {
+	c, _, err := e.route(contract.Secret)
+	if err != nil {
+		return err
+	}
+	return c.Deprovision(ctx, resource.DeprovisionRequest{Tenant: d.Namespace, Instance: importInstances[pointer], Type: contract.Secret})
+}
+
 // loadImport reads an imported deployment's pointers (importPointer) and its pending
 // confirmation (importConfirmPointer) from the secret resource; both nil when it has none.
 func (r *run) loadImport(ctx context.Context, refs map[string]string) (*Pending, *importConfirm, error) {
 	var p *Pending
 	var c *importConfirm
 	if ref, ok := refs[importPointer]; ok {
-		raw, err := r.e.reveal(ctx, r.d.Namespace, operatorInstance, ref)
+		raw, err := r.e.reveal(ctx, r.d.Namespace, importInstances[importPointer], ref)
 		if err != nil {
 			return nil, nil, fmt.Errorf("the import's pointers: %w", err)
 		}
@@ -49,7 +75,7 @@ func (r *run) loadImport(ctx context.Context, refs map[string]string) (*Pending,
 		}
 	}
 	if ref, ok := refs[importConfirmPointer]; ok {
-		raw, err := r.e.reveal(ctx, r.d.Namespace, operatorInstance, ref)
+		raw, err := r.e.reveal(ctx, r.d.Namespace, importInstances[importConfirmPointer], ref)
 		if err != nil {
 			return nil, nil, fmt.Errorf("the import's confirmation: %w", err)
 		}
@@ -195,16 +221,25 @@ func (r *run) importDomain() {
 // are made, keeping only what the confirmation needs, then confirms to the source; a
 // confirmation that fails is a warning, tried again by the next build.
 func (r *run) finishImport(ctx context.Context, refs map[string]string, pending *importConfirm) error {
+	refs = maps.Clone(refs)
 	if r.imported != nil {
 		c := importConfirm{ID: r.imported.ID, SourceURL: r.imported.SourceURL, Token: r.imported.ConfirmToken}
 		raw, err := json.Marshal(c)
 		if err != nil {
 			return err
 		}
-		if refs, err = r.replaceRefs(ctx, refs, importPointer, map[string]string{importConfirmPointer: string(raw)}); err != nil {
+		if refs[importConfirmPointer], err = r.e.keepImport(ctx, r.d, importConfirmPointer, string(raw)); err != nil {
+			return fmt.Errorf("keeping the import's confirmation: %w", err)
+		}
+		delete(refs, importPointer)
+		if err := r.setRefs(ctx, refs); err != nil {
 			return fmt.Errorf("deleting the import's pointers: %w", err)
 		}
-		r.event(store.LevelInfo, "import", 95, "the import's pointers (keys, repository passwords, password hashes) are deleted from the secret resource")
+		if err := r.e.dropImport(ctx, r.d, importPointer); err != nil {
+			r.event(store.LevelWarn, "import", 95, "the import's pointers are no longer used but the secret resource did not delete them (%v): deprovision its instance %s", err, importInstances[importPointer])
+		} else {
+			r.event(store.LevelInfo, "import", 95, "the import's pointers (keys, repository passwords, password hashes) are deleted from the secret resource")
+		}
 		pending = &c
 	}
 	if pending == nil {
@@ -215,34 +250,28 @@ func (r *run) finishImport(ctx context.Context, refs map[string]string, pending 
 		return nil
 	}
 	r.event(store.LevelInfo, "import", 96, "the source confirmed the import of migration %s: it revokes its read-only keys", bounded(pending.ID, 64))
-	if _, err := r.replaceRefs(ctx, refs, importConfirmPointer, nil); err != nil {
-		r.event(store.LevelWarn, "import", 96, "the import's confirmation token is not deleted (%v): the next build deletes it", err)
+	delete(refs, importConfirmPointer)
+	if err := r.setRefs(ctx, refs); err != nil {
+		r.event(store.LevelWarn, "import", 96, "the import's confirmation token is not forgotten (%v): the next build confirms again", err)
+		return nil
+	}
+	if err := r.e.dropImport(ctx, r.d, importConfirmPointer); err != nil {
+		r.event(store.LevelWarn, "import", 96, "the secret resource did not delete the import's confirmation token (%v): deprovision its instance %s", err, importInstances[importConfirmPointer])
 	}
 	return nil
 }
 
-// replaceRefs drops the reference at drop from the operator's secrets and adds extra,
-// and records the deployment's references.
-func (r *run) replaceRefs(ctx context.Context, refs map[string]string, drop string, extra map[string]string) (map[string]string, error) {
-	kept := map[string]string{}
-	for p, ref := range refs {
-		if p != drop {
-			kept[p] = ref
-		}
-	}
-	_, out, err := r.e.takeOperatorSecrets(ctx, r.d, json.RawMessage(`{}`), kept, true, extra)
+// setRefs records the deployment's secret references.
+func (r *run) setRefs(ctx context.Context, refs map[string]string) error {
+	raw, err := json.Marshal(refs)
 	if err != nil {
-		return refs, err
-	}
-	raw, err := json.Marshal(out)
-	if err != nil {
-		return refs, err
+		return err
 	}
 	if err := r.e.opts.Store.UpdateDeployment(ctx, r.d.ID, map[string]any{"secret_refs": string(raw)}); err != nil {
-		return refs, err
+		return err
 	}
 	r.d.SecretRefs = string(raw)
-	return out, nil
+	return nil
 }
 
 // confirmImport posts {id, token} to the source's /api/v1/migration/confirm. The error

@@ -313,9 +313,9 @@ func TestImportedDeploymentsFirstBuildRestores(t *testing.T) {
 	mended, err := json.Marshal(Pending{ID: p.ID, SourceURL: p.Source.URL, ConfirmToken: p.Source.ConfirmToken,
 		Apps: map[string]migration.AppData{"dbapp": good}, Directory: p.Directory, Domain: p.Domain})
 	require.NoError(t, err)
-	delete(refs, importPointer)
-	_, refs, err = e.takeOperatorSecrets(ctx, d, json.RawMessage(`{}`), refs, false, map[string]string{importPointer: string(mended)})
+	refs[importPointer], err = e.keepImport(ctx, d, importPointer, string(mended))
 	require.NoError(t, err)
+	pointersRef := refs[importPointer]
 	raw, _ := json.Marshal(refs)
 	require.NoError(t, st.UpdateDeployment(ctx, d.ID, map[string]any{"secret_refs": string(raw)}))
 	b, err := e.Resume(ctx, d.ID)
@@ -329,6 +329,8 @@ func TestImportedDeploymentsFirstBuildRestores(t *testing.T) {
 	require.Equal(t, StateActive, d.State)
 	refs = e.storedRefs(d)
 	require.NotContains(t, refs, importPointer, "the pointers are deleted once used")
+	_, err = e.reveal(ctx, d.Namespace, importInstances[importPointer], pointersRef)
+	require.Error(t, err, "the secret resource forgot the pointers")
 	require.Contains(t, refs, importConfirmPointer, "the token is kept until the source takes the confirmation")
 	require.Contains(t, log, "the next build tells it again")
 	require.Contains(t, log, "2 users of the source made in the directory with their passwords, 0 there already")
