@@ -192,7 +192,7 @@ func TestImportPreviewsThenCreatesTheDeployment(t *testing.T) {
 	require.Len(t, builds, 1)
 	require.Contains(t, builds[0].Config, `"adminUsername":"ada"`)
 
-	// The pointers wait in the secret resource, by a reference among the deployment's.
+	// The pointers wait in the secret resource (an instance of their own, deleted once used), by a reference among the deployment's.
 	d, err = b.st.GetDeployment(ctx, plan.Deployment)
 	require.NoError(t, err)
 	var refs map[string]string
@@ -202,7 +202,7 @@ func TestImportPreviewsThenCreatesTheDeployment(t *testing.T) {
 	require.True(t, ok)
 	cl, err := pl.Client()
 	require.NoError(t, err)
-	raw, err := cl.Resource().Reveal(ctx, d.Namespace, "operator", refs["/migration"])
+	raw, err := cl.Resource().Reveal(ctx, d.Namespace, "fedhost-import", refs["/migration"])
 	require.NoError(t, err)
 	var pending deploy.Pending
 	require.NoError(t, json.Unmarshal(raw, &pending))
