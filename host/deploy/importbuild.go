@@ -16,6 +16,7 @@ import (
 	"github.com/fedhost/fedhost/host/backup"
 	"github.com/fedhost/fedhost/host/directory"
 	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/sdk"
 	"github.com/fedhost/fedhost/sdk/contract"
 	"github.com/fedhost/fedhost/sdk/resource"
 )
@@ -61,27 +62,37 @@ func (e *Engine) dropImport(ctx context.Context, d store.Deployment, pointer str
 
 // loadImport reads an imported deployment's pointers (importPointer) and its pending
 // confirmation (importConfirmPointer) from the secret resource; both nil when it has none.
+// A reference whose instance an earlier build deleted (a submit that raced it stored the
+// references it had read) is dropped from refs with a warning: that import is done.
 func (r *run) loadImport(ctx context.Context, refs map[string]string) (*Pending, *importConfirm, error) {
 	var p *Pending
 	var c *importConfirm
-	if ref, ok := refs[importPointer]; ok {
-		raw, err := r.e.reveal(ctx, r.d.Namespace, importInstances[importPointer], ref)
+	for _, pointer := range []string{importPointer, importConfirmPointer} {
+		ref, ok := refs[pointer]
+		if !ok {
+			continue
+		}
+		raw, err := r.e.reveal(ctx, r.d.Namespace, importInstances[pointer], ref)
+		if sdk.CodeOf(err) == sdk.CodeNotFound {
+			r.event(store.LevelWarn, "import", 2, "the import's %s were deleted by an earlier build: forgotten", map[string]string{importPointer: "pointers", importConfirmPointer: "confirmation"}[pointer])
+			delete(refs, pointer)
+			if err := r.setRefs(ctx, refs); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("the import's pointers: %w", err)
+			return nil, nil, fmt.Errorf("the import's values in the secret resource: %w", err)
 		}
-		p = &Pending{}
-		if err := json.Unmarshal(raw, p); err != nil {
-			return nil, nil, errors.New("the import's pointers in the secret resource are not readable: import the migration string again")
+		if pointer == importPointer {
+			p = &Pending{}
+			err = json.Unmarshal(raw, p)
+		} else {
+			c = &importConfirm{}
+			err = json.Unmarshal(raw, c)
 		}
-	}
-	if ref, ok := refs[importConfirmPointer]; ok {
-		raw, err := r.e.reveal(ctx, r.d.Namespace, importInstances[importConfirmPointer], ref)
 		if err != nil {
-			return nil, nil, fmt.Errorf("the import's confirmation: %w", err)
-		}
-		c = &importConfirm{}
-		if err := json.Unmarshal(raw, c); err != nil {
-			return nil, nil, errors.New("the import's confirmation in the secret resource is not readable")
+			return nil, nil, errors.New("the import's values in the secret resource are not readable: import the migration string again")
 		}
 	}
 	return p, c, nil

@@ -364,6 +364,20 @@ func TestImportedDeploymentsFirstBuildRestores(t *testing.T) {
 	d, err = st.GetDeployment(ctx, d.ID)
 	require.NoError(t, err)
 	require.Empty(t, e.storedRefs(d))
+
+	// A submit that raced the build stored the references it had read: the next build
+	// forgets the deleted ones and restores nothing.
+	require.NoError(t, st.UpdateDeployment(ctx, d.ID, map[string]any{"secret_refs": string(raw)}))
+	b, err = e.Resume(ctx, d.ID)
+	require.NoError(t, err)
+	log, err = runBuild(t, e, st, b.ID)
+	require.NoError(t, err, log)
+	require.Contains(t, log, "the import's pointers were deleted by an earlier build")
+	require.NotContains(t, log, "restoring")
+	d, err = st.GetDeployment(ctx, d.ID)
+	require.NoError(t, err)
+	require.Empty(t, e.storedRefs(d))
+
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, confirms, 2)
