@@ -19,8 +19,8 @@ import (
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/directory"
 	"github.com/fedhost/fedhost/host/headers"
-	"github.com/fedhost/fedhost/host/input"
 	"github.com/fedhost/fedhost/host/metrics"
+	"github.com/fedhost/fedhost/host/migration"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/host/tfstate"
@@ -46,6 +46,10 @@ type Deps struct {
 	// TerraformState, when set, serves the terraform provider's state backend
 	// (/api/v1/terraform/state/{tenant}/{instance}); without it those routes answer 404.
 	TerraformState *tfstate.Keys
+	// Migration, when set, is this fedhost's migration key: it serves
+	// GET /api/v1/migration/recipient and opens the strings POST
+	// /api/v1/deployments/import takes; without it those routes answer 404.
+	Migration *migration.Keys
 }
 
 func (d Deps) links() directory.Links {
@@ -147,11 +151,11 @@ type Server struct {
 var DefaultServer = Server{ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 120 * time.Second}
 
 // Config is the Fiber configuration the API needs: its error answers, the largest body
-// a route takes (each route takes less but a configuration: see route),
+// a route takes (each route takes less but an import: see route),
 // the timeouts and trusted proxies of s.
 func Config(s Server) fiber.Config {
 	return fiber.Config{
-		DisableStartupMessage: true, ErrorHandler: errorHandler, BodyLimit: input.MaxConfigBody,
+		DisableStartupMessage: true, ErrorHandler: errorHandler, BodyLimit: importBody,
 		ReadTimeout: s.ReadTimeout, WriteTimeout: s.WriteTimeout, IdleTimeout: s.IdleTimeout,
 		// With the check on and no proxies listed, no client's forwarding headers count.
 		EnableTrustedProxyCheck: true, TrustedProxies: s.TrustedProxies,

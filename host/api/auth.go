@@ -97,6 +97,9 @@ func (h *handlers) route(r fiber.Router, method, path string, rule Access, actio
 	if configRoutes[path] {
 		limit = input.MaxConfigBody
 	}
+	if path == importPath {
+		limit = importBody
+	}
 	r.Add(method, path, input.BodyLimit(limit), func(c *fiber.Ctx) error {
 		if err := h.authorize(c, rule, action); err != nil {
 			return err

@@ -88,6 +88,7 @@ func (h *handlers) routes(r fiber.Router) {
 	h.route(r, post, "/jobs/:id/cancel", Superuser, "build.cancel", h.cancelJob)
 	h.domainRoutes(r)
 	h.exportRoutes(r)
+	h.migrationRoutes(r)
 }
 
 // ownEvents keeps the events of the caller: what it did, and what was done to it.

@@ -51,8 +51,9 @@ func TestStoredStringsAreBoundedAndNeverEchoed(t *testing.T) {
 	require.Empty(t, ds, "nothing was stored")
 }
 
-// Each route reads a small body, a configuration route a larger one, and nothing reads
-// more: an answer over the cap is 413 with its own code.
+// Each route reads a small body, a configuration route a larger one, an import (a whole
+// migration string) the largest, and nothing reads more: an answer over the cap is 413
+// with its own code.
 func TestRequestBodiesAreCapped(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -73,12 +74,17 @@ func TestRequestBodiesAreCapped(t *testing.T) {
 	config := `{"domain":"acme.example.org","padding":"` + strings.Repeat("x", 512<<10) + `"}`
 	status, body = b.do(t, alice, "POST", "/api/v1/deployments/nope/submit", config)
 	require.Equal(t, http.StatusNotFound, status, "%.300s", body)
-	// The server answers from the length announced, before the body is sent.
+	// A configuration over 1 MiB is refused by its route.
+	status, body = b.do(t, alice, "POST", "/api/v1/deployments/"+d.ID+"/submit", `{"padding":"`+strings.Repeat("x", 1100<<10)+`"}`)
+	require.Equal(t, http.StatusRequestEntityTooLarge, status)
+	require.Equal(t, "body_too_large", errorCode(t, body))
+	// Over the server's cap (the import's: 4 MiB and 4 KiB), the server answers from the
+	// length announced, before the body is sent.
 	conn, err := net.Dial("tcp", strings.TrimPrefix(b.listen(t), "http://"))
 	require.NoError(t, err)
 	defer conn.Close()
 	_, err = io.WriteString(conn, "POST /api/v1/deployments/"+d.ID+"/submit HTTP/1.1\r\nHost: fedhost.test\r\n"+
-		"Content-Type: application/json\r\nContent-Length: 2097152\r\n\r\n{")
+		"Content-Type: application/json\r\nContent-Length: 8388608\r\n\r\n{")
 	require.NoError(t, err)
 	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err)

@@ -282,6 +282,12 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"UsageEvent":            deploy.UsageEvent{},
 		"UsagePeriod":           deploy.UsagePeriod{},
 		"UsageTotal":            deploy.UsageTotal{},
+		"Recipient":             Recipient{},
+		"ImportRequest":         ImportRequest{},
+		"ImportPlan":            deploy.ImportPlan{},
+		"ImportedApp":           deploy.ImportedApp{},
+		"ImportedRename":        deploy.ImportedRename{},
+		"ImportedDomain":        deploy.ImportedDomain{},
 	} {
 		t.Run(name, func(t *testing.T) {
 			schema, ok := schemas[name].(map[string]any)

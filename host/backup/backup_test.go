@@ -36,7 +36,7 @@ type bundle struct {
 	conn   *pgx.Conn // as the owner role
 }
 
-func setup(t *testing.T) *bundle {
+func setup(t testing.TB) *bundle {
 	t.Helper()
 	for _, tl := range []tool{resticTool, pgDumpTool, pgRestoreTool} {
 		if _, err := tl.path(); err != nil {
@@ -112,7 +112,7 @@ var (
 
 // startGateway starts a versitygw with the posix backend in a temp dir and returns its
 // endpoint and root credentials.
-func startGateway(t *testing.T) (string, aws.Credentials) {
+func startGateway(t testing.TB) (string, aws.Credentials) {
 	t.Helper()
 	gatewayOnce.Do(func() {
 		// The Go tool of the root module (go.mod: tool github.com/versity/versitygw/cmd/versitygw),

@@ -25,6 +25,10 @@ type Target struct {
 	RepositoryPassword string
 	// Path is the prefix of the repository in the bucket, the app name say.
 	Path string
+	// NoLock runs restic without locking the repository (--no-lock), which a key that
+	// may only read the bucket needs: an import restores from the source's repository
+	// with the read-only key of a migration string. Only reads work so.
+	NoLock bool
 }
 
 // ErrRepositoryPassword is wrapped by the error of an operation on a repository that
@@ -132,6 +136,9 @@ func openRepository(ctx context.Context, t Target, create bool) (*repository, er
 // the environment.
 func (r *repository) command(ctx context.Context, args ...string) *exec.Cmd {
 	full := []string{"--repo", r.url}
+	if r.t.NoLock {
+		full = append(full, "--no-lock")
+	}
 	if r.t.PathStyle {
 		full = append(full, "-o", "s3.bucket-lookup=path")
 	}

@@ -152,7 +152,7 @@ func (e *env) deploymentsCommand() *cobra.Command {
 	_ = backupsCmd.MarkFlagRequired("app")
 
 	cmd.AddCommand(
-		create, submit, preview, backupCmd, restoreCmd, backupsCmd, r.exportCommand(), r.directoryUsersCommand(),
+		create, submit, preview, backupCmd, restoreCmd, backupsCmd, r.exportCommand(), r.importCommand(), r.directoryUsersCommand(),
 		&cobra.Command{
 			Use:   "status ID",
 			Short: "Show a deployment's state, its nodes with their addresses and its last build",

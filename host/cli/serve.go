@@ -23,6 +23,7 @@ import (
 	"github.com/fedhost/fedhost/host/config"
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/metrics"
+	"github.com/fedhost/fedhost/host/migration"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
@@ -60,6 +61,10 @@ func (e *env) serve(ctx context.Context) error {
 	// and nothing serves them.
 	mx := metrics.New(log.Named("metrics"))
 	stateKeys, err := tfstate.LoadOrCreate(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	migrationKeys, err := migration.LoadKeys(cfg.DataDir)
 	if err != nil {
 		return err
 	}
@@ -165,7 +170,7 @@ func (e *env) serve(ctx context.Context) error {
 
 	read, write, idle := cfg.Timeouts()
 	app := fiber.New(api.Config(api.Server{ReadTimeout: read, WriteTimeout: write, IdleTimeout: idle, TrustedProxies: cfg.Proxies()}))
-	apiDeps := api.Deps{Plugins: manager, Engine: engine, Store: st, Auth: accounts, Audit: trail, Logger: log.Named("api"), Version: Version,
+	apiDeps := api.Deps{Plugins: manager, Engine: engine, Store: st, Auth: accounts, Audit: trail, Logger: log.Named("api"), Version: Version, Migration: migrationKeys,
 		PasswordLinkTTL: cfg.PasswordLinkTTL(), TerraformState: stateKeys}
 	switch cfg.Metrics {
 	case config.MetricsLoopback:

@@ -23,6 +23,8 @@ type run struct {
 	d        store.Deployment
 	rows     map[string]store.Resource
 	owners   map[string]string // secret reference -> secret instance
+	// imported are an import's pointers while its data waits to be restored.
+	imported *Pending
 }
 
 func (r *run) event(level, stepName string, progress int, format string, args ...any) {
@@ -125,6 +127,10 @@ func (r *run) deploy(ctx context.Context) error {
 	for _, ref := range refs {
 		r.owners[ref] = operatorInstance
 	}
+	var confirm *importConfirm
+	if r.imported, confirm, err = r.loadImport(ctx, refs); err != nil {
+		return err
+	}
 
 	// Everything is asked and checked before anything changes.
 	r.event(store.LevelInfo, "plan", 2, "asking the enabled apps what they need")
@@ -146,6 +152,9 @@ func (r *run) deploy(ctx context.Context) error {
 	}
 	plans, dns, id, err := r.e.plan(ctx, r.d, cfg, options, existing, versions, hosts)
 	if err != nil {
+		return fmt.Errorf("plan: %w", err)
+	}
+	if err := r.importGroups(ctx, id); err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
 	r.revision = revision
@@ -181,6 +190,17 @@ func (r *run) deploy(ctx context.Context) error {
 			return r.rollback(ctx, upgrades, err)
 		}
 		return err
+	}
+	if r.imported != nil || confirm != nil {
+		if err := r.importUsers(ctx); err != nil {
+			return err
+		}
+		if r.imported != nil {
+			r.importDomain()
+		}
+		if err := r.finishImport(ctx, refs, confirm); err != nil {
+			return err
+		}
 	}
 	r.event(store.LevelInfo, "verdict", 100, "all nodes are healthy")
 	return nil
@@ -293,6 +313,10 @@ func (r *run) apply(ctx context.Context, cfg catalog.Config, plans []*appPlan, d
 			}
 			keep[ap.TLS.Name] = true
 			done++
+		}
+		// An imported app's data is back before its nodes start on it.
+		if err := r.restoreImported(ctx, ap.App.Name, progress()); err != nil {
+			return err
 		}
 		nodes, err := r.e.render(ctx, r.d, cfg.Domain, ap, results)
 		if err != nil {

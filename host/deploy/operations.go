@@ -3,7 +3,6 @@ package deploy
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -211,13 +210,12 @@ func (r *run) target(ctx context.Context, app string, create bool) (backup.Targe
 	if dbRow == nil || bucketRow == nil {
 		return backup.Target{}, nil, refuse(CodeConflict, "/app", "app %s has no database and backups bucket in this deployment to back up", app)
 	}
-	var pg contract.PostgreSQLResult
-	var s3 contract.S3Result
-	if err := errors.Join(json.Unmarshal([]byte(dbRow.Result), &pg), json.Unmarshal([]byte(bucketRow.Result), &s3)); err != nil {
+	db, err := r.databaseOf(ctx, *dbRow)
+	if err != nil {
 		return backup.Target{}, nil, err
 	}
-	password, err := r.e.reveal(ctx, r.d.Namespace, dbRow.SecretInstance, pg.Password.Secret)
-	if err != nil {
+	var s3 contract.S3Result
+	if err := json.Unmarshal([]byte(bucketRow.Result), &s3); err != nil {
 		return backup.Target{}, nil, err
 	}
 	var bucket string
@@ -242,8 +240,34 @@ func (r *run) target(ctx context.Context, app string, create bool) (backup.Targe
 	}
 	t := backup.Target{Endpoint: s3.Endpoint, Region: s3.Region, PathStyle: s3.PathStyle, Bucket: bucket,
 		AccessKeyID: key.AccessKeyID, SecretAccessKey: string(keySecret), RepositoryPassword: string(repoPassword), Path: app}
-	db := &backup.Database{Host: pg.Host, Port: pg.Port, Database: pg.Database, User: pg.User, Password: string(password), SSLMode: pg.SSLMode}
 	return t, db, nil
+}
+
+// database finds an app's database (its first postgresql resource) and its password.
+func (r *run) database(ctx context.Context, app string) (*backup.Database, error) {
+	names := make([]string, 0, len(r.rows))
+	for name := range r.rows {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if row := r.rows[name]; row.App == app && row.Type == contract.PostgreSQL {
+			return r.databaseOf(ctx, row)
+		}
+	}
+	return nil, refuse(CodeConflict, "/app", "app %s has no database in this deployment to restore into", app)
+}
+
+func (r *run) databaseOf(ctx context.Context, row store.Resource) (*backup.Database, error) {
+	var pg contract.PostgreSQLResult
+	if err := json.Unmarshal([]byte(row.Result), &pg); err != nil {
+		return nil, err
+	}
+	password, err := r.e.reveal(ctx, r.d.Namespace, row.SecretInstance, pg.Password.Secret)
+	if err != nil {
+		return nil, err
+	}
+	return &backup.Database{Host: pg.Host, Port: pg.Port, Database: pg.Database, User: pg.User, Password: string(password), SSLMode: pg.SSLMode}, nil
 }
 
 // resticPassword reveals the app's repository password, generating it at the first backup.

@@ -24,8 +24,30 @@ var secretPlaceholder = regexp.MustCompile(`\$\{secret:([^}]+)\}`)
 // the secret resource. refs maps each option's pointer (/apps/<app>/options/...) to its
 // reference; an option left empty in a later submit keeps its stored value. With forget,
 // refs lacks secrets stored before, and the secret resource is told to drop them even
-// when nothing new was typed.
+// when nothing new was typed. The references of an import (importInstances) pass through
+// as they are: they are kept in instances of their own.
 func (e *Engine) takeOperatorSecrets(ctx context.Context, d store.Deployment, raw json.RawMessage, refs map[string]string, forget bool) (json.RawMessage, map[string]string, error) {
+	cfg, out, err := e.takeOwnSecrets(ctx, d, raw, withoutImport(refs), forget)
+	for pointer := range importInstances {
+		if ref, ok := refs[pointer]; ok && err == nil {
+			out[pointer] = ref
+		}
+	}
+	return cfg, out, err
+}
+
+// withoutImport is refs without an import's references.
+func withoutImport(refs map[string]string) map[string]string {
+	out := make(map[string]string, len(refs))
+	for pointer, ref := range refs {
+		if _, imp := importInstances[pointer]; !imp {
+			out[pointer] = ref
+		}
+	}
+	return out
+}
+
+func (e *Engine) takeOwnSecrets(ctx context.Context, d store.Deployment, raw json.RawMessage, refs map[string]string, forget bool) (json.RawMessage, map[string]string, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, nil, err

@@ -411,6 +411,26 @@ func (d *Directory) memberName(member string) (string, bool) {
 // names. Every field and group is checked first; a failure after the entry was made
 // removes it again, so nothing is left half-made.
 func (d *Directory) Add(u User) error {
+	return d.add(u, "")
+}
+
+// AddWithHash adds a user whose password is passwordHash, a userPassword value as a
+// directory stored it (RFC 3112: {SSHA}..., {ARGON2}...): an imported user then signs in
+// with the password it had at the source. The directory stores the value as it is, so a
+// value without a {SCHEME} prefix, a clear text password, is refused.
+func (d *Directory) AddWithHash(u User, passwordHash string) error {
+	if !passwordScheme.MatchString(passwordHash) || len(passwordHash) > maxPasswordHash {
+		return refuse(CodeInvalid, "password_hash", "is not a hashed userPassword value ({SCHEME}hash, at most %d characters): export the user again at the source", maxPasswordHash)
+	}
+	return d.add(u, passwordHash)
+}
+
+// maxPasswordHash bounds a hashed userPassword value (migration.User's bound).
+const maxPasswordHash = 1024
+
+var passwordScheme = regexp.MustCompile(`^\{[A-Za-z0-9.-]{1,32}\}[!-~]+$`)
+
+func (d *Directory) add(u User, passwordHash string) error {
 	if err := u.check(); err != nil {
 		return err
 	}
@@ -441,7 +461,7 @@ func (d *Directory) Add(u User) error {
 	add.Attribute("uid", []string{u.Name})
 	add.Attribute("cn", []string{cn})
 	add.Attribute("sn", []string{u.Name})
-	for attr, v := range map[string]string{"displayName": u.DisplayName, "mail": u.Email} {
+	for attr, v := range map[string]string{"displayName": u.DisplayName, "mail": u.Email, "userPassword": passwordHash} {
 		if v != "" {
 			add.Attribute(attr, []string{v})
 		}

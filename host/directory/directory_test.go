@@ -2,6 +2,8 @@ package directory_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os/exec"
@@ -318,4 +320,25 @@ func BenchmarkUsers(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A user imported with the userPassword value another directory stored signs in with
+// the password it had there; a clear text value is refused and adds nobody.
+func TestAddWithHashKeepsThePassword(t *testing.T) {
+	t.Parallel()
+	d, r := setup(t, "miniflux-users")
+	salt := []byte("8bytesal")
+	sum := sha1.Sum(append([]byte("old password of ada"), salt...))
+	hash := "{SSHA}" + base64.StdEncoding.EncodeToString(append(sum[:], salt...))
+	require.NoError(t, d.AddWithHash(directory.User{Name: "ada", Groups: []string{"miniflux-users"}}, hash))
+	require.NoError(t, bind(t, r, "ada", "old password of ada"))
+	require.Error(t, bind(t, r, "ada", "another password"))
+
+	err := d.AddWithHash(directory.User{Name: "bob"}, "clear text password")
+	c, field := code(t, err)
+	require.Equal(t, directory.CodeInvalid, c)
+	require.Equal(t, "password_hash", field)
+	require.NotContains(t, err.Error(), "clear text password")
+	_, err = d.User("bob")
+	require.Error(t, err, "a refused user is not added")
 }
