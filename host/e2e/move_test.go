@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// importAnswer is the part of POST /deployments/import's answer the test reads.
+type importAnswer struct {
+	Apps []struct {
+		App  string `json:"app"`
+		From string `json:"from"`
+		To   string `json:"to"`
+		Data bool   `json:"data"`
+	} `json:"apps"`
+	Deployment string `json:"deployment"`
+	Build      string `json:"build"`
+}
+
+// An operator moves a Miniflux from one fedhost (A) to another (B), two processes with
+// their own data dirs and managed servers: A exports to B's recipient (A asks B for it),
+// B previews and imports the string, and B's Miniflux has A's data, signing in with A's
+// administrator password; B confirms to A, which records it; A stays exported; and the
+// string is in neither host's log nor store. It prints the downtime: from the export's
+// start (A stops Miniflux) to B's Miniflux serving the data.
+func TestMoveMinifluxToAnotherFedhost(t *testing.T) {
+	feedServer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/rss+xml")
+		_, _ = w.Write([]byte(rss))
+	}))
+	defer feedServer.Close()
+	a, b := startHost(t), startHost(t)
+	d := a.create("moving")
+	options := map[string]any{"fetcherAllowPrivateNetworks": true}
+	require.Equal(t, "succeeded", a.wait(a.submit(d.ID, minifluxConfig("moving.example.org", options)).ID).State)
+	addr := a.deployment(d.ID).Nodes["miniflux-web"]["http"]
+	password := a.nodeFile("moving", "miniflux-web", "admin-password")
+	code, body := minifluxAPI(t, addr, "admin", password, "POST", "/v1/categories", map[string]string{"title": "Moving house"})
+	require.Equal(t, http.StatusCreated, code, "%s", body)
+	var category struct {
+		ID int `json:"id"`
+	}
+	require.NoError(t, json.Unmarshal(body, &category))
+	code, body = minifluxAPI(t, addr, "admin", password, "POST", "/v1/feeds", map[string]any{"feed_url": feedServer.URL + "/rss", "category_id": category.ID})
+	require.Equal(t, http.StatusCreated, code, "%s", body)
+
+	// A exports to B: it asks B for its recipient.
+	start := time.Now()
+	var x exportAnswer
+	require.Equal(t, http.StatusOK, a.call("POST", "/deployments/"+d.ID+"/export", map[string]string{"target": "http://" + b.addr + "/"}, &x))
+	exported := time.Since(start)
+	require.Equal(t, "exported", a.deployment(d.ID).State)
+
+	// B previews, storing nothing, then imports.
+	var preview importAnswer
+	require.Equal(t, http.StatusOK, b.call("POST", "/deployments/import", map[string]any{"migration": x.Migration, "preview": true}, &preview))
+	require.Len(t, preview.Apps, 1)
+	require.Equal(t, "miniflux", preview.Apps[0].App)
+	require.True(t, preview.Apps[0].Data, "Miniflux's data comes from A's final snapshot")
+	require.Empty(t, preview.Deployment, "a preview stores nothing")
+	var imported importAnswer
+	require.Equal(t, http.StatusAccepted, b.call("POST", "/deployments/import", map[string]any{"migration": x.Migration}, &imported))
+	require.NotEmpty(t, imported.Build)
+	done := b.wait(imported.Build)
+	require.Equal(t, "succeeded", done.State, "%+v", done)
+	moved := b.deployment(imported.Deployment)
+	require.Equal(t, "moving", moved.Namespace)
+	baddr := moved.Nodes["miniflux-web"]["http"]
+	require.NotEqual(t, addr, baddr)
+	// A's administrator password opens B's Miniflux: its users came with the data.
+	require.Contains(t, categories(t, baddr, password), "Moving house")
+	require.Contains(t, feeds(t, baddr, password), feedServer.URL+"/rss")
+	downtime := time.Since(start)
+	t.Logf("move: export %s, import until B serves the data %s, downtime %s", exported.Round(time.Millisecond),
+		(downtime - exported).Round(time.Millisecond), downtime.Round(time.Millisecond))
+
+	// B told A, and A recorded it.
+	require.Eventually(t, func() bool {
+		var events []struct {
+			Action string `json:"action"`
+			Result string `json:"result"`
+		}
+		require.Equal(t, http.StatusOK, a.call("GET", "/audit-events?limit=1000", nil, &events))
+		for _, e := range events {
+			if e.Action == "migration.confirm" && e.Result == "ok" {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 200*time.Millisecond, "B's confirmation did not reach A")
+	require.Equal(t, "exported", a.deployment(d.ID).State)
+
+	// A second import of the same string is refused: the namespace is taken now.
+	var refused apiError
+	require.Equal(t, http.StatusConflict, b.call("POST", "/deployments/import", map[string]any{"migration": x.Migration}, &refused))
+
+	// The string is in neither host's log nor store.
+	for _, h := range []*host{a, b} {
+		places := map[string][]byte{"log": []byte(h.log.String())}
+		files, err := filepath.Glob(filepath.Join(h.dataDir, "*.db*"))
+		require.NoError(t, err)
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			require.NoError(t, err)
+			places[f] = raw
+		}
+		for where, text := range places {
+			require.False(t, bytes.Contains(text, []byte(x.Migration[20:120])), "the migration string is in %s", where)
+		}
+	}
+}
