@@ -20,6 +20,7 @@ import (
 
 	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/catalog"
+	"github.com/fedhost/fedhost/host/directory"
 	"github.com/fedhost/fedhost/host/migration"
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/sdk/contract"
@@ -205,6 +206,9 @@ func (e *Engine) seal(ctx context.Context, d store.Deployment, op exportOp, toke
 	if release != nil {
 		p.Domain.Registered, p.Domain.AuthCode = true, release.AuthCode
 	}
+	if p.Directory, err = e.exportDirectory(ctx, d.ID); err != nil {
+		return "", err
+	}
 	for _, app := range slices.Sorted(maps.Keys(apps)) {
 		a := apps[app]
 		t, _, err := r.target(ctx, app, false)
@@ -228,6 +232,39 @@ func (e *Engine) seal(ctx context.Context, d store.Deployment, op exportOp, toke
 				AccessKeyID: key.AccessKeyID, SecretAccessKey: string(secret)}}
 	}
 	return migration.Seal(p, recipient)
+}
+
+// exportDirectory reads the deployment's users, with the password hashes their directory
+// stored, and its groups; nil for a deployment without a directory.
+func (e *Engine) exportDirectory(ctx context.Context, deploymentID string) (*migration.Directory, error) {
+	res, pw, err := e.Directory(ctx, deploymentID)
+	var de *Error
+	if errors.As(err, &de) && de.Code == CodeNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the directory's users: %w", err)
+	}
+	dir, err := directory.New(res, pw)
+	if err != nil {
+		return nil, err
+	}
+	users, hashes, err := dir.UsersWithHashes()
+	if err != nil {
+		return nil, fmt.Errorf("the directory's users: %w", err)
+	}
+	groups, err := dir.Groups()
+	if err != nil {
+		return nil, fmt.Errorf("the directory's groups: %w", err)
+	}
+	out := &migration.Directory{Users: make([]migration.User, 0, len(users)), Groups: make([]migration.Group, 0, len(groups))}
+	for _, u := range users {
+		out.Users = append(out.Users, migration.User{Name: u.Name, DisplayName: u.DisplayName, Email: u.Email, Disabled: u.Disabled, PasswordHash: hashes[u.Name]})
+	}
+	for _, g := range groups {
+		out.Groups = append(out.Groups, migration.Group{Name: g.Name, Members: append([]string{}, g.Members...)})
+	}
+	return out, nil
 }
 
 // export runs an export build: stop the nodes, back up each app, mint the read-only keys

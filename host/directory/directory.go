@@ -15,6 +15,7 @@ import (
 	"net/mail"
 	"net/url"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -212,6 +213,31 @@ func (d *Directory) Users() ([]User, error) {
 		return nil, fmt.Errorf("listing the directory's users: %w", err)
 	}
 	return d.withGroups(res.Entries, groups), nil
+}
+
+// UsersWithHashes lists the users as Users does, with the userPassword value the
+// directory stored for each (its {SCHEME}hash; "" for a user without one), for a move to
+// another directory (AddWithHash there). Only the deployment's bind account reads them.
+func (d *Directory) UsersWithHashes() ([]User, map[string]string, error) {
+	c, err := d.conn()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Close()
+	groups, err := d.groups(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := c.SearchWithPaging(ldap.NewSearchRequest(d.res.UsersDN, ldap.ScopeSingleLevel, ldap.NeverDerefAliases, 0, 0, false,
+		"(objectClass=inetOrgPerson)", append(slices.Clone(userAttributes), "userPassword"), nil), pageSize)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing the directory's users: %w", err)
+	}
+	hashes := make(map[string]string, len(res.Entries))
+	for _, e := range res.Entries {
+		hashes[e.GetAttributeValue("uid")] = e.GetAttributeValue("userPassword")
+	}
+	return d.withGroups(res.Entries, groups), hashes, nil
 }
 
 // MaxPage is the most users UsersPage answers at once.

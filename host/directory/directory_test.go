@@ -342,3 +342,31 @@ func TestAddWithHashKeepsThePassword(t *testing.T) {
 	_, err = d.User("bob")
 	require.Error(t, err, "a refused user is not added")
 }
+
+// The hashes UsersWithHashes reads move a user to another directory: there the user
+// binds with the old password, in the same groups.
+func TestUsersWithHashesMoveToAnotherDirectory(t *testing.T) {
+	t.Parallel()
+	src, _ := setup(t, "miniflux-users")
+	require.NoError(t, src.Add(directory.User{Name: "ada", Email: "ada@acme.test", Groups: []string{"miniflux-users"}}))
+	require.NoError(t, src.SetPassword("ada", "ada's old password"))
+	require.NoError(t, src.Add(directory.User{Name: "bob"}))
+	users, hashes, err := src.UsersWithHashes()
+	require.NoError(t, err)
+	require.Len(t, users, 2)
+	require.True(t, strings.HasPrefix(hashes["ada"], "{"), "the value as the directory stored it: {SCHEME}hash")
+	require.NotContains(t, hashes["ada"], "ada's old password")
+	require.Empty(t, hashes["bob"], "a user without a password has no hash")
+
+	dst, r := setup(t, "miniflux-users")
+	for _, u := range users {
+		if hashes[u.Name] != "" {
+			require.NoError(t, dst.AddWithHash(u, hashes[u.Name]))
+		}
+	}
+	require.NoError(t, bind(t, r, "ada", "ada's old password"))
+	moved, err := dst.User("ada")
+	require.NoError(t, err)
+	require.Equal(t, []string{"miniflux-users"}, moved.Groups)
+	require.Equal(t, "ada@acme.test", moved.Email)
+}

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -28,7 +29,7 @@ type importAnswer struct {
 // An operator moves a Miniflux from one fedhost (A) to another (B), two processes with
 // their own data dirs and managed servers: A exports to B's recipient (A asks B for it),
 // B previews and imports the string, and B's Miniflux has A's data, signing in with A's
-// administrator password; B confirms to A, which records it; A stays exported; and the
+// administrator password, and A's directory user in her group; B confirms to A, which records it; A stays exported; and the
 // string is in neither host's log nor store. It prints the downtime: from the export's
 // start (A stops Miniflux) to B's Miniflux serving the data.
 func TestMoveMinifluxToAnotherFedhost(t *testing.T) {
@@ -51,6 +52,17 @@ func TestMoveMinifluxToAnotherFedhost(t *testing.T) {
 	require.NoError(t, json.Unmarshal(body, &category))
 	code, body = minifluxAPI(t, addr, "admin", password, "POST", "/v1/feeds", map[string]any{"feed_url": feedServer.URL + "/rss", "category_id": category.ID})
 	require.Equal(t, http.StatusCreated, code, "%s", body)
+
+	// A directory user with a password set through her invitation link.
+	var invited struct {
+		Link struct {
+			URL string `json:"url"`
+		} `json:"link"`
+	}
+	require.Equal(t, http.StatusCreated, a.call("POST", "/deployments/"+d.ID+"/users", map[string]any{"name": "alice", "groups": []string{"miniflux-users"}}, &invited))
+	_, token, ok := strings.Cut(invited.Link.URL, "#")
+	require.True(t, ok)
+	require.Equal(t, http.StatusNoContent, a.call("POST", "/password-links/use", map[string]string{"token": token, "password": "alice-Pw-9d2f61c0"}, nil))
 
 	// A exports to B: it asks B for its recipient.
 	start := time.Now()
@@ -79,6 +91,16 @@ func TestMoveMinifluxToAnotherFedhost(t *testing.T) {
 	require.Contains(t, categories(t, baddr, password), "Moving house")
 	require.Contains(t, feeds(t, baddr, password), feedServer.URL+"/rss")
 	downtime := time.Since(start)
+	// alice came along, in her group (her password hash with her: host/directory's
+	// TestUsersWithHashesMoveToAnotherDirectory binds with it).
+	var users []struct {
+		Name   string   `json:"name"`
+		Groups []string `json:"groups"`
+	}
+	require.Equal(t, http.StatusOK, b.call("GET", "/deployments/"+imported.Deployment+"/users", nil, &users))
+	require.Len(t, users, 1)
+	require.Equal(t, "alice", users[0].Name)
+	require.Contains(t, users[0].Groups, "miniflux-users")
 	t.Logf("move: export %s, import until B serves the data %s, downtime %s", exported.Round(time.Millisecond),
 		(downtime - exported).Round(time.Millisecond), downtime.Round(time.Millisecond))
 
