@@ -62,7 +62,7 @@ func buildAll(dir string) error {
 		"plugins/fedhost-app-miniflux":        "./plugins/apps/miniflux",
 		"plugins/fedhost-app-mastodon":        "./plugins/apps/mastodon",
 		"artifacts/miniflux":                  "miniflux.app/v2",
-		"artifacts/fedhost-miniflux-api":    "./plugins/apps/miniflux/cmd/fedhost-miniflux-api",
+		"artifacts/fedhost-miniflux-api":      "./plugins/apps/miniflux/cmd/fedhost-miniflux-api",
 		"artifacts/versitygw":                 "github.com/versity/versitygw/cmd/versitygw",
 		"artifacts/caddy":                     "github.com/caddyserver/caddy/v2/cmd/caddy",
 	}
