@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -26,8 +27,8 @@ type importAnswer struct {
 	Build      string `json:"build"`
 }
 
-// An operator moves a Miniflux from one fedhost (A) to another (B), two processes with
-// their own data dirs and managed servers: A exports to B's recipient (A asks B for it),
+// An operator moves a Miniflux from one fedhost (A) to another (B) running a newer
+// Miniflux plugin, two processes with their own data dirs and managed servers: A exports to B's recipient (A asks B for it),
 // B previews and imports the string, and B's Miniflux has A's data, signing in with A's
 // administrator password, and A's directory user in her group; B confirms to A, which records it; A stays exported; and the
 // string is in neither host's log nor store. It prints the downtime: from the export's
@@ -38,7 +39,13 @@ func TestMoveMinifluxToAnotherFedhost(t *testing.T) {
 		_, _ = w.Write([]byte(rss))
 	}))
 	defer feedServer.Close()
-	a, b := startHost(t), startHost(t)
+	// B runs a newer Miniflux plugin beside the one A has: the move is also an update.
+	plugins := pluginsCopy(t)
+	out, err := exec.Command("go", "build", "-ldflags", "-X main.version=2.3.6",
+		"-o", filepath.Join(plugins, "fedhost-app-miniflux_2.3.6"), "../../plugins/apps/miniflux").CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	lock(t, plugins)
+	a, b := startHost(t), startHost(t, "FEDHOST_PLUGIN_DIR="+plugins)
 	d := a.create("moving")
 	options := map[string]any{"fetcherAllowPrivateNetworks": true}
 	require.Equal(t, "succeeded", a.wait(a.submit(d.ID, minifluxConfig("moving.example.org", options)).ID).State)
@@ -77,6 +84,8 @@ func TestMoveMinifluxToAnotherFedhost(t *testing.T) {
 	require.Len(t, preview.Apps, 1)
 	require.Equal(t, "miniflux", preview.Apps[0].App)
 	require.True(t, preview.Apps[0].Data, "Miniflux's data comes from A's final snapshot")
+	require.Equal(t, "2.3.5", preview.Apps[0].From)
+	require.Equal(t, "2.3.6", preview.Apps[0].To, "B imports at its newest version")
 	require.Empty(t, preview.Deployment, "a preview stores nothing")
 	var imported importAnswer
 	require.Equal(t, http.StatusAccepted, b.call("POST", "/deployments/import", map[string]any{"migration": x.Migration}, &imported))
