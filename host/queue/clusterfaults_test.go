@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"encoding/json"
 	"sync"
 	"testing"
 	"time"
@@ -12,7 +11,6 @@ import (
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/internal/pgtest"
 	"github.com/fedhost/fedhost/internal/storetest"
-	"github.com/fedhost/fedhost/scheduler"
 )
 
 func nopBuilder() Builder {
@@ -107,99 +105,4 @@ func TestWorkOfALostNodeHostFails(t *testing.T) {
 	r, err := st.GetRun(ctx, aliveRun.ID)
 	require.NoError(t, err)
 	require.Equal(t, store.RunQueued, r.State, "a live host's run waits for it")
-}
-
-// TestScheduledRunsOnceAcrossLeaderHandover: when the leader goes, the host elected next
-// starts the schedule afresh and runs its jobs at once (RunOnStart), but not a scheduled
-// time the leader before it ran: the record holds one job per periodic job and time.
-func TestScheduledRunsOnceAcrossLeaderHandover(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	st := storetest.Open(t, store.Config{Database: pgtest.DSN(t)})
-	type ran struct{ host, job string }
-	runs := make(chan ran, 64)
-	job := func(host, id, schedule string) Periodic {
-		return Periodic{ID: id, Schedule: schedule, Run: func(context.Context, time.Time) error {
-			runs <- ran{host, id}
-			return nil
-		}}
-	}
-	// Due once a year, so both leaders see the same scheduled time. Only host-b has the
-	// probe, due every second: its first run shows that host-b's schedule started.
-	a := newQueueOf(t, st, Config{Builder: nopBuilder(), ClientID: "host-a", Periodic: []Periodic{job("host-a", "yearly", "0 0 1 1 *")}})
-	b := newQueueOf(t, st, Config{Builder: nopBuilder(), ClientID: "host-b", Periodic: []Periodic{job("host-b", "yearly", "0 0 1 1 *"), job("host-b", "probe", "@every 1s")}})
-	wait := func(want ran) {
-		t.Helper()
-		for {
-			select {
-			case got := <-runs:
-				require.NotEqual(t, "yearly", got.job, "the yearly job ran again, on %s", got.host)
-				if got == want {
-					return
-				}
-			case <-time.After(waitFor):
-				t.Fatalf("%s never ran on %s", want.job, want.host)
-			}
-		}
-	}
-	require.NoError(t, a.Start(ctx))
-	select {
-	case got := <-runs:
-		require.Equal(t, ran{"host-a", "yearly"}, got)
-	case <-time.After(waitFor):
-		t.Fatal("the leader did not run the yearly job")
-	}
-
-	require.NoError(t, b.Start(ctx))
-	handover := time.Now()
-	stopCtx, cancel := context.WithTimeout(ctx, waitFor)
-	defer cancel()
-	require.NoError(t, a.Stop(stopCtx)) // the leader resigns; host-b is elected
-	wait(ran{"host-b", "probe"})
-	t.Logf("host-b scheduled %s after the leader stopped", time.Since(handover).Round(time.Millisecond))
-	// Its first runs were inserted together: the yearly one was refused as a duplicate.
-	// Give a duplicate the time to run anyway.
-	deadline := time.After(time.Second)
-	for done := false; !done; {
-		select {
-		case got := <-runs:
-			require.NotEqual(t, "yearly", got.job, "the yearly job ran again, on %s", got.host)
-		case <-deadline:
-			done = true
-		}
-	}
-
-	rows, err := st.RiverPgx().Query(ctx, `SELECT args FROM river_job WHERE kind = 'periodic' AND args->>'id' = 'yearly'`)
-	require.NoError(t, err)
-	defer rows.Close()
-	var times []time.Time
-	for rows.Next() {
-		var raw []byte
-		require.NoError(t, rows.Scan(&raw))
-		var args periodicArgs
-		require.NoError(t, json.Unmarshal(raw, &args))
-		times = append(times, args.At)
-	}
-	require.NoError(t, rows.Err())
-	now := time.Now().UTC()
-	require.Equal(t, []time.Time{time.Date(now.Year(), 1, 1, 0, 0, 0, 0, time.UTC)}, times, "one yearly job, for this year's scheduled time")
-}
-
-func TestScheduledTime(t *testing.T) {
-	t.Parallel()
-	at := time.Date(2026, 3, 1, 4, 30, 17, 0, time.UTC)
-	for spec, want := range map[string]time.Time{
-		"@hourly":                            time.Date(2026, 3, 1, 4, 0, 0, 0, time.UTC),
-		"@daily":                             time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC),
-		"30 4 * * *":                         time.Date(2026, 3, 1, 4, 30, 0, 0, time.UTC),
-		"31 4 * * *":                         time.Date(2026, 2, 28, 4, 31, 0, 0, time.UTC),
-		"0 0 1 1 *":                          time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
-		"@every 10s":                         time.Date(2026, 3, 1, 4, 30, 10, 0, time.UTC),
-		"@every 1m":                          time.Date(2026, 3, 1, 4, 30, 0, 0, time.UTC),
-		"CRON_TZ=Europe/Amsterdam 0 3 * * *": time.Date(2026, 3, 1, 2, 0, 0, 0, time.UTC),
-	} {
-		s, err := scheduler.ParseCron(spec)
-		require.NoError(t, err, spec)
-		require.Equal(t, want, scheduledTime(s, at), spec)
-	}
 }

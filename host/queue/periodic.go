@@ -8,7 +8,6 @@ import (
 
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/rivertype"
-	"github.com/robfig/cron/v3"
 
 	"github.com/fedhost/fedhost/scheduler"
 )
@@ -19,9 +18,8 @@ import (
 //
 // River keeps the schedule in the leader's memory: a job due while no fedhost ran is not
 // made up for, and a new leader starts the schedule afresh (and runs the job at once).
-// Each job is unique per scheduled time (periodicArgs.At), so a new leader does not run
-// again what the one before it ran for the same time. Run must still decide what is due
-// from what the database records, never from being called.
+// Run must therefore decide what is due from what the database records, never from
+// being called.
 type Periodic struct {
 	// ID names the job, unique among the queue's periodic jobs, e.g. "scheduler-tick".
 	ID string
@@ -35,65 +33,26 @@ type Periodic struct {
 // periodicQueue is the River queue of the periodic jobs.
 const periodicQueue = "scheduler"
 
-// periodicArgs are the arguments of a "periodic" job: which one, and the scheduled time
-// it is the run of.
+// periodicArgs are the arguments of a "periodic" job.
 type periodicArgs struct {
-	ID string    `json:"id" river:"unique"`
-	At time.Time `json:"at" river:"unique"`
+	ID string `json:"id" river:"unique"`
 }
 
 func (periodicArgs) Kind() string { return "periodic" }
 
-// InsertOpts keeps one job per periodic job and scheduled time, whatever became of it:
-// when the leader dies, the next one starts the schedule afresh (RunOnStart) and would
-// otherwise run again the scheduled time just run. River keeps a finished job for a day
-// (CompletedJobRetentionPeriod), which covers the daily and shorter schedules used.
+// InsertOpts keeps one waiting or running job per periodic job: a tick that takes longer
+// than its interval is not stacked up.
 func (periodicArgs) InsertOpts() river.InsertOpts {
 	return river.InsertOpts{Queue: periodicQueue, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{
 		ByArgs: true,
 		ByState: []rivertype.JobState{
 			rivertype.JobStateAvailable,
-			rivertype.JobStateCancelled,
-			rivertype.JobStateCompleted,
-			rivertype.JobStateDiscarded,
 			rivertype.JobStatePending,
-			rivertype.JobStateRetryable,
 			rivertype.JobStateRunning,
 			rivertype.JobStateScheduled,
 		},
 	}}
 }
-
-// scheduledTime is the time of schedule s that a run inserted at now is for: its latest
-// activation at or before now. River fires a schedule at its activation (a little late,
-// never early), so consecutive runs get consecutive times and a new leader's run at start
-// gets the time the old leader last ran, if it did. An @every schedule has no anchor of
-// its own: its times are multiples of its interval.
-func scheduledTime(s cron.Schedule, now time.Time) time.Time {
-	now = now.UTC()
-	if every, ok := s.(cron.ConstantDelaySchedule); ok {
-		return now.Truncate(every.Delay)
-	}
-	// Look back twice as far each time until an activation falls in the window, then walk
-	// forward to the last one at or before now.
-	for back := time.Minute; back <= maxScheduleGap; back *= 2 {
-		t := s.Next(now.Add(-back))
-		if t.IsZero() {
-			break // robfig/cron gives up on a schedule with no activation in five years
-		}
-		if t.After(now) {
-			continue
-		}
-		for n := s.Next(t); !n.IsZero() && !n.After(now); n = s.Next(t) {
-			t = n
-		}
-		return t.UTC()
-	}
-	return now.Truncate(time.Minute)
-}
-
-// maxScheduleGap bounds how far back scheduledTime looks for an activation.
-const maxScheduleGap = 2 * 366 * 24 * time.Hour
 
 // periodicWorker runs the periodic jobs by id.
 type periodicWorker struct {
@@ -145,8 +104,7 @@ func periodicJobs(jobs []Periodic) (map[string]Periodic, []*river.PeriodicJob, e
 		byID[p.ID] = p
 		id := p.ID
 		out = append(out, river.NewPeriodicJob(schedule, func() (river.JobArgs, *river.InsertOpts) {
-			// River's schedule runs on the real clock, whatever Config.Clock tells the jobs.
-			return periodicArgs{ID: id, At: scheduledTime(schedule, time.Now())}, nil
+			return periodicArgs{ID: id}, nil
 		}, &river.PeriodicJobOpts{ID: id, RunOnStart: true}))
 	}
 	return byID, out, nil
