@@ -131,7 +131,10 @@ func startHost(t testing.TB, env ...string) *host {
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(dir, 0o755))
 	h := &host{t: t, dataDir: filepath.Join(dir, "data"), addr: "127.0.0.1:" + strconv.Itoa(freePort(t)), env: env,
-		httpsPort: freePort(t), httpPort: freePort(t)}
+		httpsPort: freePort(t)}
+	// The kernel may hand a port just closed out again: the front door's two must differ.
+	for h.httpPort = freePort(t); h.httpPort == h.httpsPort; h.httpPort = freePort(t) {
+	}
 	t.Cleanup(func() {
 		h.stop()
 		killNodes(h.dataDir)
