@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/riverqueue/river"
 	"github.com/stretchr/testify/require"
@@ -58,8 +59,9 @@ func TestLocalNodesStayOnTheirHost(t *testing.T) {
 		mu.Unlock()
 	}
 
-	// A job left in the shared queue (queued before the claim) is not run on another
-	// host: its build fails, saying where the nodes are.
+	// A job left in the shared queue (queued before the claim: a retry of a first build)
+	// is not run on another host: it is handed over to the node host's queue, and waits
+	// there for that host.
 	other := newBuild(t, st)
 	owner, err := st.ClaimNodeHost(ctx, other.DeploymentID, "host-z")
 	require.NoError(t, err)
@@ -69,8 +71,14 @@ func TestLocalNodesStayOnTheirHost(t *testing.T) {
 	require.Equal(t, "host-z", owner, "the first claim stays")
 	_, err = a.client.Insert(ctx, buildArgs{BuildID: other.ID, DeploymentID: other.DeploymentID}, &river.InsertOpts{Queue: river.QueueDefault})
 	require.NoError(t, err)
-	failed := waitForState(t, st, other.ID, store.BuildFailed)
-	require.Contains(t, failed.Reason, "local nodes run on host-z")
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, st.RiverPgx().QueryRow(ctx, `SELECT count(*) FROM river_job WHERE queue = $1 AND args->>'build_id' = $2`, hostQueue("host-z"), other.ID).Scan(&n))
+		return n == 1
+	}, waitFor, 20*time.Millisecond, "the build is handed over to host-z's queue")
+	got, err := st.GetBuild(ctx, other.ID)
+	require.NoError(t, err)
+	require.Equal(t, store.BuildQueued, got.State, "it waits for the node host")
 	mu.Lock()
 	require.Empty(t, ranOn[other.ID], "the builder never ran")
 	mu.Unlock()

@@ -115,7 +115,7 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &buildWorker{store: st, builder: cfg.Builder, logger: cfg.Logger, finished: cfg.Finished,
-		clientID: cfg.ClientID, localNodes: cfg.LocalNodes}); err != nil {
+		clientID: cfg.ClientID, localNodes: cfg.LocalNodes, handOver: q.handOver}); err != nil {
 		return nil, fmt.Errorf("queue: %w", err)
 	}
 	queues := map[string]river.QueueConfig{
@@ -244,6 +244,16 @@ func (q *Queue) EnqueueBuild(ctx context.Context, buildID string) error {
 		return fmt.Errorf("enqueueing build %s: %w", buildID, err)
 	}
 	return q.store.SetBuildJob(ctx, b.ID, res.Job.ID)
+}
+
+// handOver queues a build picked up on a host that does not hold its deployment's local
+// nodes in the queue of the host that does.
+func (q *Queue) handOver(ctx context.Context, args buildArgs, owner string) error {
+	res, err := q.client.Insert(ctx, args, &river.InsertOpts{Queue: hostQueue(owner)})
+	if err != nil {
+		return fmt.Errorf("handing build %s over to %s: %w", args.BuildID, owner, err)
+	}
+	return q.store.SetBuildJob(ctx, args.BuildID, res.Job.ID)
 }
 
 // Cancel cancels a queued or running build: a queued one is canceled at once, a running

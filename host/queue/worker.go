@@ -21,6 +21,9 @@ import (
 type buildArgs struct {
 	BuildID      string `json:"build_id" river:"unique"`
 	DeploymentID string `json:"deployment_id"`
+	// HandedOverBy is the host that handed the build over to its node host's queue: the
+	// handed-over job is another job than the one still running there.
+	HandedOverBy string `json:"handed_over_by,omitempty" river:"unique"`
 }
 
 func (buildArgs) Kind() string { return "build" }
@@ -52,6 +55,8 @@ type buildWorker struct {
 	// provider is `local` (Config.LocalNodes).
 	clientID   string
 	localNodes bool
+	// handOver queues a build again, in its deployment's node host's queue.
+	handOver func(ctx context.Context, args buildArgs, owner string) error
 }
 
 // releasedReason is the reason of a build put back in the queue by a stop.
@@ -79,9 +84,22 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[buildArgs]) error
 	}
 	event(store.LevelInfo, "queue", fmt.Sprintf("build started (attempt %d)", job.Attempt), 0)
 	started := time.Now()
-	buildErr, err := w.elsewhere(ctx, job.Args.DeploymentID)
+	buildErr, owner, err := w.elsewhere(ctx, job.Args.DeploymentID)
 	if err != nil {
 		return err
+	}
+	if buildErr != nil && w.handOver != nil {
+		// A job queued before its deployment's nodes were claimed (a retry of the first
+		// build after a crash or a database outage) goes on to the host that holds them.
+		event(store.LevelInfo, "queue", "handed over to "+owner+", which runs this deployment's local nodes", 0)
+		if err := w.store.SetBuildState(bg, id, store.BuildQueued, ""); err != nil {
+			return err
+		}
+		err := w.handOver(bg, buildArgs{BuildID: id, DeploymentID: job.Args.DeploymentID, HandedOverBy: w.clientID}, owner)
+		if err == nil {
+			return nil
+		}
+		w.logger.Error("queue: handing a build over to its node host", "build_id", id, "error", err)
 	}
 	if buildErr == nil {
 		buildErr = w.run(ctx, id, func(step, message string) { event(store.LevelInfo, step, message, 0) })
@@ -133,19 +151,20 @@ func (w *buildWorker) Work(ctx context.Context, job *river.Job[buildArgs]) error
 // `local`, and returns the build's error when another host holds them: nodes of the
 // `local` provider exist only on the host that started them. EnqueueBuild sends the
 // builds of a claimed deployment to its host's queue, so this happens only to a job
-// queued before the claim (a retry) or on hosts configured differently.
-func (w *buildWorker) elsewhere(ctx context.Context, deploymentID string) (buildErr, err error) {
+// queued before the claim (a retry) or on hosts configured differently; Work then hands
+// the build over to the owner's queue.
+func (w *buildWorker) elsewhere(ctx context.Context, deploymentID string) (buildErr error, owner string, err error) {
 	if !w.localNodes {
-		return nil, nil
+		return nil, "", nil
 	}
-	owner, err := w.store.ClaimNodeHost(ctx, deploymentID, w.clientID)
+	owner, err = w.store.ClaimNodeHost(ctx, deploymentID, w.clientID)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	if owner != w.clientID {
-		return fmt.Errorf("this deployment's local nodes run on %s, not on %s, where this build was picked up: submit again, and it runs there", owner, w.clientID), nil
+		return fmt.Errorf("this deployment's local nodes run on %s, not on %s, where this build was picked up: submit again, and it runs there", owner, w.clientID), owner, nil
 	}
-	return nil, nil
+	return nil, owner, nil
 }
 
 // run calls the builder, turning a panic into the build's error: the build
