@@ -78,6 +78,9 @@ func (s *Server) execHandler(w http.ResponseWriter, r *http.Request, in *instanc
 	case !in.Running:
 		errorResp(w, http.StatusBadRequest, "Instance is not running")
 		return
+	case req.Cwd != "" && !path.IsAbs(req.Cwd):
+		errorResp(w, http.StatusBadRequest, "cwd must be an absolute path")
+		return
 	case len(req.Command) == 0:
 		errorResp(w, http.StatusBadRequest, "No command given")
 		return

@@ -66,7 +66,7 @@ func (p *provider) Exec(ctx context.Context, req resource.ExecRequest, output fu
 		env[k] = v
 	}
 	r, err := api.call(ctx, http.MethodPost, instancePath(name, "exec"), nil, map[string]any{
-		"command": command, "environment": env, "wait-for-websocket": false, "record-output": true, "interactive": false,
+		"command": command, "environment": env, "cwd": cfg.NodeDir, "wait-for-websocket": false, "record-output": true, "interactive": false,
 	}, nil)
 	if err != nil {
 		if isNotFound(err) {
