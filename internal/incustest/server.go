@@ -56,9 +56,11 @@ type Server struct {
 	instances  map[string]*instance // by name (project default only, and the test project)
 	volumes    map[string]*volume   // by pool/name
 	ops        map[string]*operation
-	failNext   map[string]string // operation description -> error of its next run
-	extensions []string          // the api_extensions GET /1.0 names
-	requests   []string          // method and path of each request, for tests
+	failNext   map[string]string  // operation description -> error of its next run
+	extensions []string           // the api_extensions GET /1.0 names
+	requests   []string           // method and path of each request, for tests
+	commands   map[string]Command // the exec table, by the command's first word
+	execLogs   map[string][]byte  // recorded exec output, by instance/file
 }
 
 type file struct {
@@ -94,6 +96,8 @@ type operation struct {
 	Status      string
 	StatusCode  int
 	Err         string
+	Metadata    any
+	cancel      chan struct{} // closed by DELETE on an exec operation
 	done        chan struct{}
 }
 
@@ -129,7 +133,7 @@ func Start(dir string, images ...Image) (*Server, error) {
 		URL: "https://" + ln.Addr().String(), CertFile: certFile, Fingerprint: fp,
 		ClientCertFile: clientCert, ClientKeyFile: clientKey, opDelay: 20 * time.Millisecond,
 		ln: ln, trusted: map[string]bool{clientFP: true}, images: images,
-		instances: map[string]*instance{}, volumes: map[string]*volume{}, ops: map[string]*operation{}, failNext: map[string]string{},
+		instances: map[string]*instance{}, volumes: map[string]*volume{}, ops: map[string]*operation{}, failNext: map[string]string{}, commands: map[string]Command{}, execLogs: map[string][]byte{},
 		extensions: defaultExtensions,
 	}
 	s.hs = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
@@ -287,7 +291,7 @@ func errorResp(w http.ResponseWriter, code int, msg string) {
 
 func (op *operation) json() map[string]any {
 	return map[string]any{"id": op.ID, "class": "task", "description": op.Description, "status": op.Status, "status_code": op.StatusCode,
-		"err": op.Err, "may_cancel": false, "created_at": time.Now().UTC().Format(time.RFC3339Nano), "metadata": nil, "resources": map[string]any{}}
+		"err": op.Err, "may_cancel": op.cancel != nil, "created_at": time.Now().UTC().Format(time.RFC3339Nano), "metadata": op.Metadata, "resources": map[string]any{}}
 }
 
 // async starts a background operation that runs fn after the server's delay; its error
@@ -371,6 +375,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		sub := ""
+		if len(parts) == 6 && parts[3] == "logs" && parts[4] == "exec-output" {
+			s.execLogHandler(w, r, in, parts[5])
+			return
+		}
 		if len(parts) == 4 {
 			sub = parts[3]
 		} else if len(parts) > 4 {
@@ -382,6 +390,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		op, ok := s.ops[parts[2]]
 		if !ok {
 			errorResp(w, http.StatusNotFound, "Operation not found")
+			return
+		}
+		if len(parts) == 3 && r.Method == http.MethodDelete {
+			s.cancelOperation(w, op)
 			return
 		}
 		if len(parts) == 4 && parts[3] == "wait" {
@@ -606,6 +618,8 @@ func (s *Server) instanceHandler(w http.ResponseWriter, r *http.Request, in *ins
 		}
 	case sub == "files":
 		s.filesHandler(w, r, in)
+	case sub == "exec" && r.Method == http.MethodPost:
+		s.execHandler(w, r, in)
 	case sub == "console" && r.Method == http.MethodGet:
 		w.Header().Set("Content-Type", "application/octet-stream")
 		io.WriteString(w, strings.Join(in.Console, "\n")+"\n")

@@ -38,6 +38,8 @@ type operation struct {
 	Status     string `json:"status"`
 	StatusCode int    `json:"status_code"`
 	Err        string `json:"err"`
+	// Metadata is the operation's own: an exec's return status and recorded output.
+	Metadata json.RawMessage `json:"metadata"`
 }
 
 // Operation status codes of the Incus API.
