@@ -1,0 +1,52 @@
+package ui_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/migration"
+	"github.com/fedhost/fedhost/ui"
+)
+
+// setupImport is setup with this host's migration keys, and a string sealed to them.
+func setupImport(t *testing.T) (*bundle, string) {
+	t.Helper()
+	keys, err := migration.LoadKeys(t.TempDir())
+	require.NoError(t, err)
+	b := setupWith(t, func(_ *deploy.Options, d *ui.Deps) { d.Migration = keys })
+	now := time.Now().UTC()
+	s, err := migration.Seal(migration.Payload{ID: strings.Repeat("ab", 16), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+		Source:          migration.Source{URL: "https://old.example/", ConfirmToken: strings.Repeat("c", 32)},
+		Deployment:      migration.Deployment{ID: "old-id", Name: "Old news", Namespace: "oldnews"},
+		CatalogRevision: "r1", Versions: map[string]string{}, Config: json.RawMessage(`{"apps":{}}`),
+		Directory: &migration.Directory{Users: []migration.User{{Name: "alice"}, {Name: "bob"}},
+			Groups: []migration.Group{{Name: "readers", Members: []string{"alice"}}}}}, keys.Recipient())
+	require.NoError(t, err)
+	return b, s
+}
+
+func TestImportRefused(t *testing.T) {
+	b, s := setupImport(t)
+	alice := b.as(t, "alice")
+	_, body := alice.get(t, "/deployments")
+	require.Contains(t, body, `href="/deployments/import"`)
+	_, body = alice.get(t, "/deployments/import")
+	require.Contains(t, body, `autocomplete="off"`)
+
+	edited := s[:len(s)-8] + "AAAAAAAA"
+	res, body := alice.post(t, "/deployments/import", url.Values{"migration": {edited}, "preview": {"1"}})
+	require.Equal(t, http.StatusBadRequest, res.StatusCode)
+	require.Regexp(t, `aria-invalid="true" aria-describedby="import-migration-error"`, body)
+	require.Regexp(t, `id="import-migration-error">[^<]+</p>`, body)
+	require.NotContains(t, body, edited[len(migration.Prefix):len(migration.Prefix)+40], "a refused string is in the page")
+	ds, err := b.st.ListDeployments(t.Context(), b.users["alice"].ID)
+	require.NoError(t, err)
+	require.Empty(t, ds, "a refused import stored a deployment")
+}
