@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,16 +17,22 @@ import (
 )
 
 // setupImport is setup with this host's migration keys, and a string sealed to them.
-func setupImport(t *testing.T) (*bundle, string) {
+func setupImport(t *testing.T, withCatalog bool) (*bundle, string) {
 	t.Helper()
 	keys, err := migration.LoadKeys(t.TempDir())
 	require.NoError(t, err)
-	b := setupWith(t, func(_ *deploy.Options, d *ui.Deps) { d.Migration = keys })
+	var b *bundle
+	if withCatalog {
+		m, cat := minifluxCatalog(t)
+		b = setupWith(t, func(o *deploy.Options, d *ui.Deps) { o.Plugins, o.Catalog, d.Migration = m, cat, keys })
+	} else {
+		b = setupWith(t, func(_ *deploy.Options, d *ui.Deps) { d.Migration = keys })
+	}
 	now := time.Now().UTC()
 	s, err := migration.Seal(migration.Payload{ID: strings.Repeat("ab", 16), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
 		Source:          migration.Source{URL: "https://old.example/", ConfirmToken: strings.Repeat("c", 32)},
 		Deployment:      migration.Deployment{ID: "old-id", Name: "Old news", Namespace: "oldnews"},
-		CatalogRevision: "r1", Versions: map[string]string{}, Config: json.RawMessage(`{"apps":{}}`),
+		CatalogRevision: "r1", Versions: map[string]string{}, Config: json.RawMessage(`{"domain":"news.example.org","apps":{}}`),
 		Directory: &migration.Directory{Users: []migration.User{{Name: "alice"}, {Name: "bob"}},
 			Groups: []migration.Group{{Name: "readers", Members: []string{"alice"}}}}}, keys.Recipient())
 	require.NoError(t, err)
@@ -33,7 +40,7 @@ func setupImport(t *testing.T) (*bundle, string) {
 }
 
 func TestImportRefused(t *testing.T) {
-	b, s := setupImport(t)
+	b, s := setupImport(t, false)
 	alice := b.as(t, "alice")
 	_, body := alice.get(t, "/deployments")
 	require.Contains(t, body, `href="/deployments/import"`)
@@ -49,4 +56,28 @@ func TestImportRefused(t *testing.T) {
 	ds, err := b.st.ListDeployments(t.Context(), b.users["alice"].ID)
 	require.NoError(t, err)
 	require.Empty(t, ds, "a refused import stored a deployment")
+}
+
+func TestImportPreview(t *testing.T) {
+	b, s := setupImport(t, true)
+	alice := b.as(t, "alice")
+	res, body := alice.post(t, "/deployments/import", url.Values{"migration": {s}, "preview": {"1"}, "namespace": {"newnews"}})
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.Equal(t, "no-store", res.Header.Get("Cache-Control"))
+	require.Contains(t, body, "Import Old news")
+	require.Contains(t, body, "2 users and 1 group")
+	require.Contains(t, body, `<code>newnews</code>`)
+	require.Contains(t, body, `name="migration" value="`+s+`"`)
+	ds, err := b.st.ListDeployments(t.Context(), b.users["alice"].ID)
+	require.NoError(t, err)
+	require.Empty(t, ds, "a preview stored a deployment")
+
+	// The Import button posts the string again, and no "preview".
+	hidden := regexp.MustCompile(`<input type="hidden" name="(\w+)" value="([^"]*)">`).FindAllStringSubmatch(body, -1)
+	names := []string{}
+	for _, m := range hidden {
+		names = append(names, m[1])
+	}
+	// The first csrf is the log-out form's.
+	require.Equal(t, []string{"csrf", "csrf", "migration", "name", "namespace"}, names)
 }
