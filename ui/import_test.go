@@ -4,11 +4,15 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/fedhost/fedhost/host/deploy"
@@ -80,4 +84,35 @@ func TestImportPreview(t *testing.T) {
 	}
 	// The first csrf is the log-out form's.
 	require.Equal(t, []string{"csrf", "csrf", "migration", "name", "namespace"}, names)
+}
+
+// TestImportScreenshots saves PNGs of the Import page, a refused string and a preview
+// into FEDHOST_UI_SHOTS: for looking at them, not for checking them.
+func TestImportScreenshots(t *testing.T) {
+	dir := os.Getenv("FEDHOST_UI_SHOTS")
+	if dir == "" {
+		t.Skip("set FEDHOST_UI_SHOTS=/tmp/ui-shots to save screenshots of the Import page (needs chromium)")
+	}
+	exe, err := exec.LookPath("chromium")
+	require.NoError(t, err, "install the Debian package chromium")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	b, s := setupImport(t, true)
+	tab, shot := shooter(t, b, exe, dir)
+	save := func(name string) {
+		png, err := chromedp.Run(tab, chromedp.FullScreenshot(100))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
+	}
+	shot("import", "/deployments/import", 1280)
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.SetValue(chromedp.CSS(`#import-migration`), s[:len(s)-8]+"AAAAAAAA"),
+		chromedp.Click(chromedp.CSS(`form.narrow button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#import-migration-error`))))
+	save("import-refused")
+	require.NoError(t, chromedp.Do(tab,
+		chromedp.SetValue(chromedp.CSS(`#import-migration`), s),
+		chromedp.SetValue(chromedp.CSS(`#import-namespace`), "newnews"),
+		chromedp.Click(chromedp.CSS(`form.narrow button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`table`))))
+	save("import-preview")
 }
