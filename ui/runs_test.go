@@ -20,9 +20,8 @@ import (
 	"github.com/fedhost/fedhost/ui"
 )
 
-// setupWithMiniflux is setup with a catalog of the real Miniflux plugin, and alice's
-// deployment that enables it.
-func setupWithMiniflux(t *testing.T) (*bundle, store.Deployment) {
+// minifluxCatalog builds the Miniflux plugin and starts it, and answers its manager and catalog.
+func minifluxCatalog(t *testing.T) (*plugins.Manager, *catalog.Catalog) {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -38,11 +37,20 @@ func setupWithMiniflux(t *testing.T) (*bundle, store.Deployment) {
 	t.Cleanup(m.Stop)
 	cat, err := catalog.Load(ctx, m)
 	require.NoError(t, err)
+	return m, cat
+}
+
+// setupWithMiniflux is setup with a catalog of the real Miniflux plugin, and alice's
+// deployment that enables it.
+func setupWithMiniflux(t *testing.T) (*bundle, store.Deployment) {
+	t.Helper()
+	ctx := context.Background()
+	m, cat := minifluxCatalog(t)
 	b := setupWith(t, func(o *deploy.Options, d *ui.Deps) { o.Plugins, o.Catalog = m, cat })
 	d := b.create(t, "alice", "alice-news")
 	require.NoError(t, b.st.UpdateDeployment(ctx, d.ID, map[string]any{"state": deploy.StateActive, "domain": "news.example.org",
 		"config": `{"domain":"news.example.org","apps":{"miniflux":{"enable":true}}}`}))
-	d, err = b.st.GetDeployment(ctx, d.ID)
+	d, err := b.st.GetDeployment(ctx, d.ID)
 	require.NoError(t, err)
 	return b, d
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/headers"
 	"github.com/fedhost/fedhost/host/input"
+	"github.com/fedhost/fedhost/host/migration"
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/ui/form"
@@ -51,6 +52,9 @@ type Deps struct {
 	// SuggestedDomain is the domain offered to a deployment that has none yet, with
 	// {namespace} standing for its namespace (fedhost.hcl's suggested_domain); "" offers none.
 	SuggestedDomain string
+	// Migration, when set, opens the migration strings of the Import page (which is
+	// not served without it).
+	Migration *migration.Keys
 }
 
 // UI is the operators' web interface.
@@ -111,6 +115,8 @@ func (u *UI) Mount(app *fiber.App) {
 
 	app.Get("/deployments", u.signedIn(u.deployments))
 	app.Get("/deployments/new", u.signedIn(u.newDeployment))
+	app.Get("/deployments/import", u.signedIn(u.importPage))
+	app.Post("/deployments/import", u.bodyLimit(importBody), u.signedIn(u.importDeployment))
 	app.Post("/deployments/new", small, u.signedIn(u.createDeployment))
 	app.Get("/deployments/:id", u.signedIn(u.deployment))
 	app.Post("/deployments/:id/suspend", small, u.signedIn(u.operation("deployment.suspend", (*deploy.Engine).Suspend)))

@@ -183,7 +183,7 @@ func (e *env) serve(ctx context.Context) error {
 	}
 	api.Mount(app, apiDeps)
 	uiDeps := ui.Deps{Engine: engine, Store: st, Auth: accounts, Audit: trail, Plugins: manager, Version: Version, OIDC: operatorOIDC,
-		SuggestedDomain: cfg.SuggestedDomain, PasswordLinkTTL: cfg.PasswordLinkTTL()}
+		SuggestedDomain: cfg.SuggestedDomain, PasswordLinkTTL: cfg.PasswordLinkTTL(), Migration: migrationKeys}
 	if operatorOIDC != nil {
 		uiDeps.OIDCButton = cfg.OperatorOIDC.ButtonLabel
 	}
