@@ -46,7 +46,11 @@ func ParseCron(spec string) (s cron.Schedule, err error) {
 	}()
 	s, err = cron.ParseStandard(spec)
 	if err != nil {
-		return nil, fmt.Errorf("%w; %s", err, cronHint)
+		// robfig/cron's messages end in the part of the spec they refuse
+		// ("expected exactly 5 fields, found 2: [every day]"); an error never echoes
+		// the input, so only what comes before it is kept.
+		msg, _, _ := strings.Cut(err.Error(), ": ")
+		return nil, fmt.Errorf("%s; %s", msg, cronHint)
 	}
 	return s, nil
 }

@@ -126,17 +126,17 @@ func TestOperatorOIDCErrors(t *testing.T) {
 		{
 			name: "http issuer",
 			src:  block(`issuer = "http://id.example.org"`, clientID, secretAttr, redirect),
-			want: []string{`operator_oidc.issuer ({file}:2,3-35): "http://id.example.org" is not an https URL; give the address of the OpenID provider, such as https://id.example.org (http only on 127.0.0.1 or localhost)`},
+			want: []string{`operator_oidc.issuer ({file}:2,3-35): is not an https URL; give the address of the OpenID provider, such as https://id.example.org (http only on 127.0.0.1 or localhost)`},
 		},
 		{
 			name: "redirect elsewhere",
 			src:  block(issuer, clientID, secretAttr, `redirect_url = "https://fedhost.example.org/callback"`),
-			want: []string{`operator_oidc.redirect_url ({file}:5,3-56): "https://fedhost.example.org/callback" does not end in /login/oidc/callback, where fedhost answers the OpenID provider; give e.g. https://fedhost.example.org/login/oidc/callback`},
+			want: []string{`operator_oidc.redirect_url ({file}:5,3-56): does not end in /login/oidc/callback, where fedhost answers the OpenID provider; give e.g. https://fedhost.example.org/login/oidc/callback`},
 		},
 		{
 			name: "password in the issuer",
 			src:  block(`issuer = "ftp://user:`+oidcSecret+`@id.example.org"`, clientID, secretAttr, redirect),
-			want: []string{`operator_oidc.issuer ({file}:2,3-66): "ftp://user:xxxxx@id.example.org" is not an https URL; give the address of the OpenID provider, such as https://id.example.org (http only on 127.0.0.1 or localhost)`},
+			want: []string{`operator_oidc.issuer ({file}:2,3-66): is not an https URL; give the address of the OpenID provider, such as https://id.example.org (http only on 127.0.0.1 or localhost)`},
 		},
 		{
 			name: "secret file missing",

@@ -34,7 +34,7 @@ func (c *Config) validate() error {
 	if c.Listen == "" {
 		bad("listen", "is empty; set a host:port such as 127.0.0.1:8080")
 	} else if _, port, err := net.SplitHostPort(c.Listen); err != nil || port == "" {
-		bad("listen", "%q is not a host:port; set one such as 127.0.0.1:8080 or :8080", c.Listen)
+		bad("listen", "is not a host:port; set one such as 127.0.0.1:8080 or :8080")
 	}
 	if c.DataDir == "" {
 		bad("data_dir", "is empty; set the directory fedhost keeps its data in, such as ./data")
@@ -47,35 +47,35 @@ func (c *Config) validate() error {
 		bad("database", `is neither "sqlite" nor a postgres:// or postgresql:// URL; set one of them (the value is not shown as it may hold a password)`)
 	}
 	if !slices.Contains(logLevels, c.LogLevel) {
-		bad("log_level", "%q is not a log level; use one of %s", c.LogLevel, strings.Join(logLevels, ", "))
+		bad("log_level", "is not a log level; use one of %s", strings.Join(logLevels, ", "))
 	}
 	if !slices.Contains(logFormats, c.LogFormat) {
-		bad("log_format", "%q is not a log format; use one of %s", c.LogFormat, strings.Join(logFormats, ", "))
+		bad("log_format", "is not a log format; use one of %s", strings.Join(logFormats, ", "))
 	}
 	if d, err := time.ParseDuration(c.UpdateCheckInterval); err != nil || d < time.Second {
-		bad("update_check_interval", "%q is not a duration of at least 1s, such as 1m", c.UpdateCheckInterval)
+		bad("update_check_interval", "is not a duration of at least 1s, such as 1m")
 	}
 	if days, err := strconv.Atoi(c.AuditRetentionDays); err != nil || days < 0 {
-		bad("audit_retention_days", "%q is not a number of days; use 0 to keep all events, or e.g. 365", c.AuditRetentionDays)
+		bad("audit_retention_days", "is not a number of days; use 0 to keep all events, or e.g. 365")
 	}
 	if days, err := strconv.Atoi(c.PasswordLinkDays); err != nil || days < 1 || days > 90 {
 		bad("password_link_days", "is not a number of days from 1 to 90, such as 7")
 	}
 	if days, err := strconv.Atoi(c.BuildLogRetentionDays); err != nil || days < 0 {
-		bad("build_log_retention_days", "%q is not a number of days; use 0 to keep all build logs, or e.g. 30", c.BuildLogRetentionDays)
+		bad("build_log_retention_days", "is not a number of days; use 0 to keep all build logs, or e.g. 30")
 	}
 	for _, t := range []struct{ name, value string }{{"read_timeout", c.ReadTimeout}, {"write_timeout", c.WriteTimeout}, {"idle_timeout", c.IdleTimeout}} {
 		if d, err := time.ParseDuration(t.value); err != nil || d < time.Second || d > time.Hour {
-			bad(t.name, "%q is not a duration from 1s to 1h; use e.g. 30s or 2m", t.value)
+			bad(t.name, "is not a duration from 1s to 1h; use e.g. 30s or 2m")
 		}
 	}
 	for i, p := range c.Proxies() {
 		if _, _, err := net.ParseCIDR(p); err != nil && net.ParseIP(p) == nil {
-			bad("trusted_proxies", "entry %d (%q) is neither an IP address nor a CIDR; list proxies as e.g. 10.0.0.0/8, 192.0.2.7", i+1, p)
+			bad("trusted_proxies", "entry %d is neither an IP address nor a CIDR; list proxies as e.g. 10.0.0.0/8, 192.0.2.7", i+1)
 		}
 	}
 	if n, err := strconv.Atoi(c.MaxDeploymentsPerOperator); err != nil || n < 0 {
-		bad("max_deployments_per_operator", "%q is not a number of deployments; use 0 for no limit, or e.g. 20", c.MaxDeploymentsPerOperator)
+		bad("max_deployments_per_operator", "is not a number of deployments; use 0 for no limit, or e.g. 20")
 	}
 	for i, a := range c.FrontDoorIPs() {
 		if net.ParseIP(a) == nil {
@@ -153,7 +153,7 @@ var keepWithin = regexp.MustCompile(`^([0-9]+[wdh])+$`)
 // KeepWithin parses a retention such as 30d (w, d and h are weeks, days and hours).
 func KeepWithin(s string) (time.Duration, error) {
 	if !keepWithin.MatchString(s) {
-		return 0, fmt.Errorf("%q is not a retention; use numbers with w, d or h, such as 30d or 1w12h", s)
+		return 0, errors.New("is not a retention; use numbers with w, d or h, such as 30d or 1w12h")
 	}
 	var total time.Duration
 	n := 0
@@ -167,7 +167,7 @@ func KeepWithin(s string) (time.Duration, error) {
 		n = 0
 	}
 	if total < time.Hour {
-		return 0, fmt.Errorf("%q keeps nothing; keep backups at least an hour, such as 30d", s)
+		return 0, errors.New("keeps nothing; keep backups at least an hour, such as 30d")
 	}
 	return total, nil
 }
@@ -178,7 +178,7 @@ func validateBackups(prefix, schedule, keep string, bad func(name, format string
 	scheduleName, keepName := prefix+"schedule", prefix+"keep_within"
 	if schedule != "" {
 		if _, err := scheduler.ParseCron(schedule); err != nil {
-			bad(scheduleName, "%q is not a schedule: %v", schedule, err)
+			bad(scheduleName, "is not a schedule: %v", err)
 		}
 	} else if prefix == "backup_" {
 		bad(scheduleName, "is empty; set when apps are backed up, such as @daily")
@@ -197,15 +197,15 @@ const OIDCCallbackPath = "/login/oidc/callback"
 
 func validateOperatorOIDC(o *OperatorOIDC, bad func(name, format string, args ...any)) {
 	if !httpsURL(o.Issuer) {
-		bad("operator_oidc.issuer", "%q is not an https URL; give the address of the OpenID provider, such as https://id.example.org (http only on 127.0.0.1 or localhost)", redacted(o.Issuer))
+		bad("operator_oidc.issuer", "is not an https URL; give the address of the OpenID provider, such as https://id.example.org (http only on 127.0.0.1 or localhost)")
 	}
 	if o.ClientID == "" {
 		bad("operator_oidc.client_id", "is empty; give the client ID the OpenID provider registered for fedhost")
 	}
 	if !httpsURL(o.RedirectURL) {
-		bad("operator_oidc.redirect_url", "%q is not an https URL; give fedhost's own address followed by %s, as registered with the OpenID provider (http only on 127.0.0.1 or localhost)", redacted(o.RedirectURL), OIDCCallbackPath)
+		bad("operator_oidc.redirect_url", "is not an https URL; give fedhost's own address followed by %s, as registered with the OpenID provider (http only on 127.0.0.1 or localhost)", OIDCCallbackPath)
 	} else if u, _ := url.Parse(o.RedirectURL); u.Path != OIDCCallbackPath || u.RawQuery != "" {
-		bad("operator_oidc.redirect_url", "%q does not end in %s, where fedhost answers the OpenID provider; give e.g. https://fedhost.example.org%s", o.RedirectURL, OIDCCallbackPath, OIDCCallbackPath)
+		bad("operator_oidc.redirect_url", "does not end in %s, where fedhost answers the OpenID provider; give e.g. https://fedhost.example.org%s", OIDCCallbackPath, OIDCCallbackPath)
 	}
 	// The secret is read to prove it is there; no message shows it.
 	if o.ClientSecretFile == "" {
@@ -219,14 +219,6 @@ func validateOperatorOIDC(o *OperatorOIDC, bad func(name, format string, args ..
 	if o.ButtonLabel == "" {
 		bad("operator_oidc.button_label", "is empty; give the text of the log-in button, or leave it out for %q", DefaultButtonLabel)
 	}
-}
-
-// redacted is a URL as an error may show it: without a password.
-func redacted(s string) string {
-	if u, err := url.Parse(s); err == nil {
-		return u.Redacted()
-	}
-	return s
 }
 
 // httpsURL reports whether s is an absolute https URL, or an http one on the loopback
