@@ -144,7 +144,14 @@ func (p *provider) Exec(ctx context.Context, req resource.ExecRequest, output fu
 	}
 	var missing *ssh.ExitMissingError
 	if errors.As(waitErr, &missing) {
-		return res, sdk.Unavailable("machine %q: the SSH connection ended before the command's exit status came", m.Name)
+		// The connection broke: the command's session leader lives on without it on
+		// the machine (no terminal, no hangup), so it is ended from a new connection.
+		p.drop(m, client)
+		if err := p.killRemote(ctx, cfg, m, pidFile); err != nil {
+			p.log.Warn("stopping a command whose connection broke failed", "node", key, "machine", m.Name, "error", err)
+			return res, sdk.Unavailable("machine %q: the SSH connection ended before the command's exit status came, and the command could not be stopped: it may still run", m.Name)
+		}
+		return res, sdk.Unavailable("machine %q: the SSH connection ended before the command's exit status came; the command was stopped: run it again", m.Name)
 	}
 	return res, nil
 }
@@ -255,20 +262,12 @@ exit $st
 		shq(`"hash":"`+hash+`"`), shq(path.Join(path.Dir(script), "state.json")), shq(base64.StdEncoding.EncodeToString([]byte(body))), shq(script))
 }
 
-// stopRemote ends the command's process group from a second session: SIGTERM, then
-// SIGKILL after execGrace; then it waits for the command's session to end.
+// stopRemote ends the command's process group from a second session (killRemote), then
+// waits for the command's session to end.
 func (p *provider) stopRemote(ctx context.Context, cfg settings, m *machine, pidFile string, exited <-chan error) error {
-	script := fmt.Sprintf(`%s
-i=0; while [ ! -s %s ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
-pg=$(cat %s 2>/dev/null) || exit 0
-[ -n "$pg" ] || exit 0
-kill -s TERM -- -"$pg" 2>/dev/null || exit 0
-i=0; while alive "$pg" && [ $i -lt %d ]; do sleep 0.1; i=$((i+1)); done
-kill -s KILL -- -"$pg" 2>/dev/null || true
-`, aliveFunc, shq(pidFile), shq(pidFile), int(execGrace/(100*time.Millisecond)))
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), execGrace+cfg.connectTimeout+10*time.Second)
 	defer cancel()
-	if _, err := p.run(stopCtx, cfg, m, script); err != nil {
+	if err := p.killRemote(stopCtx, cfg, m, pidFile); err != nil {
 		p.log.Warn("stopping a command failed", "machine", m.Name, "error", err)
 	}
 	select {
@@ -277,6 +276,24 @@ kill -s KILL -- -"$pg" 2>/dev/null || true
 	case <-stopCtx.Done():
 		return stopCtx.Err()
 	}
+}
+
+// killRemote ends the command's process group named by its pid file: SIGTERM, then
+// SIGKILL after execGrace. A command that ended already removed its pid file, which is
+// waited for a few seconds in case the command has not written it yet.
+func (p *provider) killRemote(ctx context.Context, cfg settings, m *machine, pidFile string) error {
+	script := fmt.Sprintf(`%s
+i=0; while [ ! -s %s ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+pg=$(cat %s 2>/dev/null) || exit 0
+[ -n "$pg" ] || exit 0
+kill -s TERM -- -"$pg" 2>/dev/null || exit 0
+i=0; while alive "$pg" && [ $i -lt %d ]; do sleep 0.1; i=$((i+1)); done
+kill -s KILL -- -"$pg" 2>/dev/null || true
+`, aliveFunc, shq(pidFile), shq(pidFile), int(execGrace/(100*time.Millisecond)))
+	killCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), execGrace+cfg.connectTimeout+10*time.Second)
+	defer cancel()
+	_, err := p.run(killCtx, cfg, m, script)
+	return err
 }
 
 // remoteResult reads how the command's session ended. The script exits with the

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -148,4 +151,96 @@ func TestExecOnTheMachine(t *testing.T) {
 	p.Kill()
 	require.NotContains(t, logs.String(), password)
 	require.Contains(t, logs.String(), "command ended")
+}
+
+// cutProxy forwards TCP connections to addr until cut, which closes every connection open
+// at that moment (a broken network path); later connections are forwarded again.
+type cutProxy struct {
+	ln    net.Listener
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func newCutProxy(t *testing.T, addr string) *cutProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	p := &cutProxy{ln: ln}
+	t.Cleanup(func() { ln.Close(); p.cut() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			out, err := net.Dial("tcp", addr)
+			if err != nil {
+				in.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, in, out)
+			p.mu.Unlock()
+			go func() { _, _ = io.Copy(out, in); out.Close() }()
+			go func() { _, _ = io.Copy(in, out); in.Close() }()
+		}
+	}()
+	return p
+}
+
+func (p *cutProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+// A command whose SSH connection breaks does not live on on the machine: the call says
+// the connection ended and that the command was stopped, and its process group is gone.
+func TestExecConnectionBreaks(t *testing.T) {
+	workDir := t.TempDir()
+	proxy := newCutProxy(t, sshd.Addr)
+	var settings map[string]any
+	require.NoError(t, json.Unmarshal(settingsJSON(workDir, ""), &settings))
+	settings["machines"].([]any)[0].(map[string]any)["address"] = proxy.ln.Addr().String()
+	raw, err := json.Marshal(settings)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rc := start(t, raw)
+	req := resource.Request{Tenant: "t1", Instance: "web", Type: contract.Instance, Spec: nodeSpec(nil), Secrets: testSecrets}
+	_, err = rc.Provision(ctx, req)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: "t1", Instance: "web", Type: contract.Instance, Spec: req.Spec})
+	})
+
+	pids := make(chan int, 1)
+	var once sync.Once
+	done := make(chan error, 1)
+	go func() {
+		_, err := rc.Exec(ctx, resource.ExecRequest{Tenant: "t1", Instance: "web", Type: contract.Instance, Binary: "sh",
+			Args: []string{"-c", `echo $$; exec sleep 300`}}, func(x resource.ExecOutput) error {
+			if x.Stream == "stdout" {
+				if pid, err := strconv.Atoi(strings.TrimSpace(string(x.Data))); err == nil {
+					once.Do(func() { pids <- pid })
+				}
+			}
+			return nil
+		})
+		done <- err
+	}()
+	var pid int
+	select {
+	case pid = <-pids:
+	case err := <-done:
+		t.Fatalf("the command ended before its connection was cut: %v", err)
+	}
+	require.True(t, groupRunning(t, pid, false), "the command runs on the machine")
+	proxy.cut()
+	err = <-done
+	require.ErrorContains(t, err, "the SSH connection ended before the command's exit status came; the command was stopped")
+	eventually(t, 10*time.Second, "the command is gone from the machine after its connection broke", func() bool { return !groupRunning(t, pid, false) })
 }
