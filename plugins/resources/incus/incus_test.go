@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -457,10 +458,8 @@ func TestCAFile(t *testing.T) {
 // device; the driver takes another port of port_range and the node runs. With no other
 // port left the error names the port range.
 func TestTakenPortIsReplaced(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
+	l, busy := busyPortBeforeAFreeOne(t)
 	t.Cleanup(func() { l.Close() })
-	busy := l.Addr().(*net.TCPAddr).Port
 	// The range is the busy port and the next one; without the retry, half of the
 	// provisions would take the busy one and fail.
 	rangeOf := func(hi int) json.RawMessage {
@@ -478,8 +477,30 @@ func TestTakenPortIsReplaced(t *testing.T) {
 		require.NoError(t, rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: "t1", Instance: req.Instance, Type: contract.Instance, Spec: req.Spec}))
 	}
 	rc = start(t, rangeOf(busy))
-	_, err = rc.Provision(ctx, resource.Request{Tenant: "t1", Instance: "busy", Type: contract.Instance, Spec: nodeSpec(nil), Secrets: testSecrets})
+	_, err := rc.Provision(ctx, resource.Request{Tenant: "t1", Instance: "busy", Type: contract.Instance, Spec: nodeSpec(nil), Secrets: testSecrets})
 	require.ErrorContains(t, err, "port_range")
 	require.Equal(t, sdk.CodeLimitExceeded, sdk.CodeOf(err))
 	require.NoError(t, rc.Deprovision(ctx, resource.DeprovisionRequest{Tenant: "t1", Instance: "busy", Type: contract.Instance, Spec: nodeSpec(nil)}))
+}
+
+// busyPortBeforeAFreeOne holds a port whose next port is free, both below the kernel's
+// ephemeral range (32768-60999 by default): a port from :0 is in that range and its next
+// one can be any process's outgoing connection by the time the driver binds it (CI saw it).
+func busyPortBeforeAFreeOne(t *testing.T) (net.Listener, int) {
+	t.Helper()
+	for port := 20000 + rand.IntN(10000); port < 32000; port += 2 {
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue
+		}
+		next, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port+1))
+		if err != nil {
+			l.Close()
+			continue
+		}
+		next.Close()
+		return l, port
+	}
+	t.Fatal("no two free ports in a row below 32000")
+	return nil, 0
 }
