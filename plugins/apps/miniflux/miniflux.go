@@ -56,20 +56,23 @@ type metricsConfig struct {
 }
 
 type config struct {
-	AdminUsername            string        `json:"adminUsername"`
-	PollingFrequency         int           `json:"pollingFrequency"`
-	BatchSize                int           `json:"batchSize"`
-	PollingScheduler         string        `json:"pollingScheduler"`
-	CleanupArchiveReadDays   int           `json:"cleanupArchiveReadDays"`
-	CleanupArchiveUnreadDays int           `json:"cleanupArchiveUnreadDays"`
-	MediaProxyMode           string        `json:"mediaProxyMode"`
-	FetchYouTubeWatchTime    bool          `json:"fetchYouTubeWatchTime"`
-	FetcherAllowPrivateNets  bool          `json:"fetcherAllowPrivateNetworks"`
-	HTTPClientTimeout        int           `json:"httpClientTimeout"`
-	WorkerPoolSize           int           `json:"workerPoolSize"`
-	LogLevel                 string        `json:"logLevel"`
-	OIDC                     oidcConfig    `json:"oidc"`
-	Metrics                  metricsConfig `json:"metrics"`
+	AdminUsername            string `json:"adminUsername"`
+	PollingFrequency         int    `json:"pollingFrequency"`
+	BatchSize                int    `json:"batchSize"`
+	PollingScheduler         string `json:"pollingScheduler"`
+	CleanupArchiveReadDays   int    `json:"cleanupArchiveReadDays"`
+	CleanupArchiveUnreadDays int    `json:"cleanupArchiveUnreadDays"`
+	MediaProxyMode           string `json:"mediaProxyMode"`
+	FetchYouTubeWatchTime    bool   `json:"fetchYouTubeWatchTime"`
+	FetcherAllowPrivateNets  bool   `json:"fetcherAllowPrivateNetworks"`
+	HTTPClientTimeout        int    `json:"httpClientTimeout"`
+	WorkerPoolSize           int    `json:"workerPoolSize"`
+	LogLevel                 string `json:"logLevel"`
+	// Fetcher holds the fetch options from fetcherSince on (fetcher.go); before it they
+	// are HTTPClientTimeout and FetcherAllowPrivateNets.
+	Fetcher fetcherConfig `json:"fetcher"`
+	OIDC    oidcConfig    `json:"oidc"`
+	Metrics metricsConfig `json:"metrics"`
 	// HostName is the host's to route (x-hostname): Miniflux learns it through BASE_URL's
 	// ${url:http} once the front door serves it (issue 11, item 4).
 	HostName string `json:"hostName"`
@@ -80,18 +83,22 @@ func defaults() config {
 	return config{
 		AdminUsername: "admin", PollingFrequency: 60, BatchSize: 100, PollingScheduler: "round_robin",
 		CleanupArchiveReadDays: 60, CleanupArchiveUnreadDays: 180, MediaProxyMode: "http-only",
-		HTTPClientTimeout: 20, WorkerPoolSize: 16, LogLevel: "info",
+		HTTPClientTimeout: 20, WorkerPoolSize: 16, LogLevel: "info", Fetcher: fetcherConfig{Timeout: 20},
 		OIDC:     oidcConfig{ProviderName: "Single sign-on", UserCreation: true, AdminGroup: "miniflux-admins"},
 		Metrics:  metricsConfig{Username: "metrics", AllowedNetworks: []string{"127.0.0.1/8"}},
 		HostName: "feeds",
 	}
 }
 
-// parse reads a configuration the host validated against schema.json over the defaults.
+// parse reads a configuration the host validated against the schema of this version
+// (schemaFor) over the defaults.
 func parse(raw json.RawMessage) (config, error) {
 	c := defaults()
 	if len(raw) == 0 {
 		return c, nil
+	}
+	if err := checkShape(raw); err != nil {
+		return c, sdk.Invalid("config", "the configuration does not follow the Miniflux %s schema: %v", version, err)
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
@@ -104,7 +111,11 @@ func parse(raw json.RawMessage) (config, error) {
 type miniflux struct{}
 
 func (miniflux) Schema(context.Context) (app.Schema, error) {
-	return app.Schema{JSON: schemaJSON, Icon: icon, IconMediaType: "image/svg+xml"}, nil
+	doc, err := schemaFor(version)
+	if err != nil {
+		return app.Schema{}, err
+	}
+	return app.Schema{JSON: doc, Icon: icon, IconMediaType: "image/svg+xml"}, nil
 }
 
 func spec(v any) json.RawMessage {
@@ -187,6 +198,7 @@ func (miniflux) Render(_ context.Context, req app.RenderRequest) ([]app.Node, er
 	// store; it must not be escaped by url.URL, so it is swapped in after.
 	databaseURL := bytes.Replace([]byte(dsn.String()), []byte("PASSWORD"), []byte("${secret:"+db.Password.Secret+"}"), 1)
 
+	fetch := c.fetcherSettings()
 	node := contract.InstanceRequest{
 		Artifact: contract.Artifact{Binary: binary},
 		Env: map[string]string{
@@ -204,8 +216,8 @@ func (miniflux) Render(_ context.Context, req app.RenderRequest) ([]app.Node, er
 			"CLEANUP_ARCHIVE_UNREAD_DAYS":    strconv.Itoa(c.CleanupArchiveUnreadDays),
 			"MEDIA_PROXY_MODE":               c.MediaProxyMode,
 			"FETCH_YOUTUBE_WATCH_TIME":       strconv.FormatBool(c.FetchYouTubeWatchTime),
-			"FETCHER_ALLOW_PRIVATE_NETWORKS": strconv.FormatBool(c.FetcherAllowPrivateNets),
-			"HTTP_CLIENT_TIMEOUT":            strconv.Itoa(c.HTTPClientTimeout),
+			"FETCHER_ALLOW_PRIVATE_NETWORKS": strconv.FormatBool(fetch.AllowPrivateNetworks),
+			"HTTP_CLIENT_TIMEOUT":            strconv.Itoa(fetch.Timeout),
 			"WORKER_POOL_SIZE":               strconv.Itoa(c.WorkerPoolSize),
 			"LOG_LEVEL":                      c.LogLevel,
 			"LOG_FORMAT":                     "json",
@@ -288,4 +300,5 @@ var (
 	_ app.Operator    = miniflux{}
 	_ app.Guarded     = miniflux{}
 	_ app.RoleGrouper = miniflux{}
+	_ app.Renamer     = miniflux{}
 )
