@@ -191,3 +191,17 @@ func sign(d int) int {
 	}
 	return 0
 }
+
+// CompareVersions orders two semantic versions (a missing minor or patch is 0, a leading
+// v allowed): -1, 0 or 1. It fails, naming the version, when one is not a semantic version.
+func CompareVersions(a, b string) (int, error) {
+	va, err := parseVersion(a)
+	if err != nil {
+		return 0, err
+	}
+	vb, err := parseVersion(b)
+	if err != nil {
+		return 0, err
+	}
+	return va.compare(vb), nil
+}

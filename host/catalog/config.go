@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/fedhost/fedhost/scheduler"
+	"github.com/fedhost/fedhost/sdk/app"
 )
 
 // Config is a deployment configuration as the composed schema describes it.
@@ -44,11 +47,35 @@ type Unmigrated struct {
 	Reason string `json:"reason"`
 }
 
+// RenameApplies reports whether rename r moves the options of a configuration made for
+// app version from when it goes to version to: a rename without Since always does (every
+// configuration), one with Since only on the way from a version below Since to one at or
+// above it. An unknown from ("", a configuration of no recorded version) counts as below.
+// A version that is not a semantic version cannot be placed, and the rename applies, as
+// one without Since would.
+func RenameApplies(r app.Rename, from, to string) bool {
+	if r.Since == "" {
+		return true
+	}
+	if c, err := scheduler.CompareVersions(to, r.Since); err == nil && c < 0 {
+		return false // the target is still before the rename
+	}
+	if from == "" {
+		return true
+	}
+	if c, err := scheduler.CompareVersions(from, r.Since); err == nil && c >= 0 {
+		return false // the configuration was made with the new names already
+	}
+	return true
+}
+
 // ApplyRenames moves, in each app's options, the values at a rename's From to its To
 // (JSON pointers within the options), in the order of the renames log; To may be under
-// From. A rename whose target is already set, or whose target's parent is not an object,
-// is reported and the value stays where it is.
-func (c *Catalog) ApplyRenames(raw json.RawMessage) (json.RawMessage, []Unmigrated, error) {
+// From. from is, by app, the version the configuration was made for (nil or a missing app:
+// unknown): a rename applies only as RenameApplies says, from there to the catalog's
+// version of the app. A rename whose target is already set, or whose target's parent is
+// not an object, is reported and the value stays where it is.
+func (c *Catalog) ApplyRenames(raw json.RawMessage, from map[string]string) (json.RawMessage, []Unmigrated, error) {
 	var doc map[string]any
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		return nil, nil, fmt.Errorf("configuration is not a JSON object: %w", err)
@@ -66,6 +93,9 @@ func (c *Catalog) ApplyRenames(raw json.RawMessage) (json.RawMessage, []Unmigrat
 			continue
 		}
 		for _, r := range a.Renames {
+			if !RenameApplies(r, from[name], a.Version) {
+				continue
+			}
 			val, found := pointerGet(opts, r.From)
 			if !found {
 				continue

@@ -21,7 +21,7 @@ func TestApplyRenamesMovesValuesAndReportsWhatCannotMove(t *testing.T) {
 	}}
 	in := `{"domain":"x.org","apps":{"miniflux":{"enable":true,"options":{
 		"pollingInterval":15,"sso":true,"adminName":"old","adminUsername":"new","logLevel":"info","limits":3}}}}`
-	out, unmigrated, err := c.ApplyRenames(json.RawMessage(in))
+	out, unmigrated, err := c.ApplyRenames(json.RawMessage(in), nil)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"domain":"x.org","apps":{"miniflux":{"enable":true,"options":{
 		"pollingFrequency":15,"oidc":{"enable":true},"adminName":"old","adminUsername":"new","logLevel":"info","limits":3}}}}`, string(out))
@@ -30,7 +30,7 @@ func TestApplyRenamesMovesValuesAndReportsWhatCannotMove(t *testing.T) {
 		{App: "miniflux", From: "/limits", To: "/logLevel/max", Reason: "the new option's parent is not an object"},
 	}, unmigrated)
 
-	again, unmigrated2, err := c.ApplyRenames(out)
+	again, unmigrated2, err := c.ApplyRenames(out, nil)
 	require.NoError(t, err)
 	require.JSONEq(t, string(out), string(again), "renames apply once")
 	require.Len(t, unmigrated2, 2, "what could not move is reported again, and stays")
@@ -47,9 +47,40 @@ func TestApplyRenamesIntoTheMovedValue(t *testing.T) {
 		}},
 	}}
 	in := `{"domain":"x.org","apps":{"miniflux":{"options":{"smtp":"mail.example","oidc":{"enable":true}}}}}`
-	out, unmigrated, err := c.ApplyRenames(json.RawMessage(in))
+	out, unmigrated, err := c.ApplyRenames(json.RawMessage(in), nil)
 	require.NoError(t, err)
 	require.Empty(t, unmigrated)
 	require.JSONEq(t, `{"domain":"x.org","apps":{"miniflux":{"options":{
 		"smtp":{"host":"mail.example"},"oidc":{"provider":{"enable":true}}}}}}`, string(out))
+}
+
+// A rename with Since moves a value only on the way from a version below Since to one at
+// or above it: not for a configuration made at Since or later, not into a version still
+// below it.
+func TestRenameAppliesOnlyAcrossItsSince(t *testing.T) {
+	t.Parallel()
+	r := app.Rename{From: "/httpClientTimeout", To: "/fetcher/timeout", Since: "2.3.6"}
+	for _, c := range []struct {
+		from, to string
+		want     bool
+	}{
+		{"2.3.5", "2.3.6", true}, {"2.3.5", "2.4.0", true}, {"", "2.3.6", true}, {"2.3.6-rc.1", "2.3.6", true},
+		{"2.3.6", "2.3.6", false}, {"2.3.6", "2.4.0", false}, {"2.3.4", "2.3.5", false}, {"2.3.5", "2.3.6-rc.1", false},
+	} {
+		require.Equal(t, c.want, RenameApplies(r, c.from, c.to), "%s to %s", c.from, c.to)
+	}
+	require.True(t, RenameApplies(app.Rename{From: "/a", To: "/b"}, "2.3.6", "2.3.6"), "a rename without Since always applies")
+
+	cat := &Catalog{byName: map[string]*App{"miniflux": {Name: "miniflux", Version: "2.3.6", Renames: []app.Rename{r}}}}
+	in := `{"domain":"x.org","apps":{"miniflux":{"options":{"httpClientTimeout":45}}}}`
+	moved := `{"domain":"x.org","apps":{"miniflux":{"options":{"fetcher":{"timeout":45}}}}}`
+	out, _, err := cat.ApplyRenames(json.RawMessage(in), map[string]string{"miniflux": "2.3.5"})
+	require.NoError(t, err)
+	require.JSONEq(t, moved, string(out))
+	out, _, err = cat.ApplyRenames(json.RawMessage(in), map[string]string{"miniflux": "2.3.6"})
+	require.NoError(t, err)
+	require.JSONEq(t, in, string(out), "made at 2.3.6: nothing to move")
+	out, _, err = cat.ApplyRenames(json.RawMessage(in), nil)
+	require.NoError(t, err)
+	require.JSONEq(t, moved, string(out), "of no known version: moved")
 }

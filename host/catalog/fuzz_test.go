@@ -101,7 +101,7 @@ func FuzzApplyRenamesValidate(f *testing.F) {
 
 		var in any
 		inErr := json.Unmarshal([]byte(config), &in)
-		out, unmigrated, err := renamer.ApplyRenames(json.RawMessage(config))
+		out, unmigrated, err := renamer.ApplyRenames(json.RawMessage(config), nil)
 		if err != nil {
 			if _, isObject := in.(map[string]any); inErr == nil && isObject {
 				t.Fatalf("ApplyRenames refused a JSON object: %v", err)

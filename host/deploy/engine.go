@@ -248,6 +248,19 @@ func (e *Engine) revisionFor(d store.Deployment, applyUpdates bool) string {
 	return d.CatalogRevision
 }
 
+// madeFor is the app versions d's stored configuration was made for: those of the
+// revision it runs; none (unknown) for a deployment that has none yet.
+func (e *Engine) madeFor(ctx context.Context, d store.Deployment) map[string]string {
+	if d.CatalogRevision == "" {
+		return nil
+	}
+	_, versions, err := e.revisionOf(ctx, d.CatalogRevision)
+	if err != nil {
+		return nil
+	}
+	return versions
+}
+
 // catalogAt is the catalog of the app versions of a revision ("" is the newest).
 func (e *Engine) catalogAt(ctx context.Context, revision string) (*catalog.Catalog, error) {
 	current, _ := e.opts.Catalog.Revision()
@@ -266,10 +279,11 @@ func (e *Engine) catalogAt(ctx context.Context, revision string) (*catalog.Catal
 }
 
 // validate applies the renames of the revision's app versions to raw, fills in their
-// schemas' defaults and validates the result against them. A required writeOnly value
-// missing from raw is no problem when stored holds it (the operator leaves a stored secret
-// empty to keep it).
-func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision string, stored map[string]string) (json.RawMessage, []catalog.Unmigrated, error) {
+// schemas' defaults and validates the result against them. from is, by app, the version
+// raw was made for (nil: unknown): a rename applies only from below its Since to at or
+// above it. A required writeOnly value missing from raw is no problem when stored holds
+// it (the operator leaves a stored secret empty to keep it).
+func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision string, from, stored map[string]string) (json.RawMessage, []catalog.Unmigrated, error) {
 	if len(raw) > input.MaxConfiguration {
 		return nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is larger than %d KiB, more than any app here needs: remove what it does not need", input.MaxConfiguration>>10)
 	}
@@ -277,7 +291,7 @@ func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision str
 	if err != nil {
 		return nil, nil, err
 	}
-	migrated, unmigrated, err := cat.ApplyRenames(raw)
+	migrated, unmigrated, err := cat.ApplyRenames(raw, from)
 	if err != nil {
 		return nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is not a JSON object")
 	}
@@ -326,7 +340,7 @@ func (e *Engine) check(ctx context.Context, d store.Deployment, raw json.RawMess
 		}
 		delete(refs, ptr)
 	}
-	migrated, unmigrated, err := e.validate(ctx, raw, revision, refs)
+	migrated, unmigrated, err := e.validate(ctx, raw, revision, e.madeFor(ctx, d), refs)
 	if err != nil {
 		return nil, nil, unmigrated, err
 	}

@@ -210,6 +210,12 @@ func (e *Engine) importConfig(ctx context.Context, p migration.Payload, plan *Im
 			return refuse(CodeInvalidConfiguration, "/migration", "the migration string holds a secret outside any app's options: export again at the source")
 		}
 	}
+	// The configuration was made for the source's versions: a rename applies on the way
+	// from below its Since to at or above it.
+	from := map[string]string{}
+	for _, ia := range plan.Apps {
+		from[ia.App] = ia.From
+	}
 	apps, _ := doc["apps"].(map[string]any)
 	for name, v := range apps {
 		a, ok := e.opts.Catalog.App(name)
@@ -219,7 +225,7 @@ func (e *Engine) importConfig(ctx context.Context, p migration.Payload, plan *Im
 		appCfg, _ := v.(map[string]any)
 		opts, _ := appCfg["options"].(map[string]any)
 		for _, r := range a.Renames {
-			if _, found := catalog.GetPointer(opts, r.From); found && opts != nil {
+			if _, found := catalog.GetPointer(opts, r.From); found && opts != nil && catalog.RenameApplies(r, from[name], a.Version) {
 				plan.Renames = append(plan.Renames, ImportedRename{App: name, From: r.From, To: r.To})
 			}
 		}
@@ -229,7 +235,7 @@ func (e *Engine) importConfig(ctx context.Context, p migration.Payload, plan *Im
 	if err != nil {
 		return err
 	}
-	filled, unmigrated, err := e.validate(ctx, raw, "", nil)
+	filled, unmigrated, err := e.validate(ctx, raw, "", from, nil)
 	if err != nil {
 		var he *Error
 		if errors.As(err, &he) {

@@ -324,7 +324,7 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 	if err != nil {
 		return Plan{}, err
 	}
-	migrated, _, err := e.validate(ctx, raw, e.revisionFor(d, false), e.storedRefs(d))
+	migrated, _, err := e.validate(ctx, raw, e.revisionFor(d, false), e.madeFor(ctx, d), e.storedRefs(d))
 	if err != nil {
 		return Plan{}, err
 	}
