@@ -15,7 +15,7 @@ import (
 )
 
 // minifluxAPI calls Miniflux's own API as its admin.
-func minifluxAPI(t *testing.T, addr, user, password, method, path string, body any) (int, []byte) {
+func minifluxAPI(t testing.TB, addr, user, password, method, path string, body any) (int, []byte) {
 	var raw []byte
 	if body != nil {
 		var err error

@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -12,7 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/stretchr/testify/require"
+
+	"github.com/fedhost/fedhost/host/migration"
 )
 
 // importAnswer is the part of POST /deployments/import's answer the test reads.
@@ -23,6 +30,11 @@ type importAnswer struct {
 		To   string `json:"to"`
 		Data bool   `json:"data"`
 	} `json:"apps"`
+	Renames []struct {
+		App  string `json:"app"`
+		From string `json:"from"`
+		To   string `json:"to"`
+	} `json:"renames"`
 	Deployment string `json:"deployment"`
 	Build      string `json:"build"`
 }
@@ -47,7 +59,8 @@ func TestMoveMinifluxToAnotherFedhost(t *testing.T) {
 	lock(t, plugins)
 	a, b := startHost(t), startHost(t, "FEDHOST_PLUGIN_DIR="+plugins)
 	d := a.create("moving")
-	options := map[string]any{"fetcherAllowPrivateNetworks": true}
+	// 2.3.5's flat fetch options: 2.3.6 keeps them under fetcher (renames since 2.3.6).
+	options := map[string]any{"fetcherAllowPrivateNetworks": true, "httpClientTimeout": 45}
 	require.Equal(t, "succeeded", a.wait(a.submit(d.ID, minifluxConfig("moving.example.org", options)).ID).State)
 	addr := a.deployment(d.ID).Nodes["miniflux-web"]["http"]
 	password := a.nodeFile("moving", "miniflux-web", "admin-password")
@@ -87,6 +100,13 @@ func TestMoveMinifluxToAnotherFedhost(t *testing.T) {
 	require.Equal(t, "2.3.5", preview.Apps[0].From)
 	require.Equal(t, "2.3.6", preview.Apps[0].To, "B imports at its newest version")
 	require.Empty(t, preview.Deployment, "a preview stores nothing")
+	renamed := map[string]string{}
+	for _, r := range preview.Renames {
+		require.Equal(t, "miniflux", r.App)
+		renamed[r.From] = r.To
+	}
+	require.Equal(t, map[string]string{"/httpClientTimeout": "/fetcher/timeout", "/fetcherAllowPrivateNetworks": "/fetcher/allowPrivateNetworks"},
+		renamed, "the preview names the renames the import applies")
 	var imported importAnswer
 	require.Equal(t, http.StatusAccepted, b.call("POST", "/deployments/import", map[string]any{"migration": x.Migration}, &imported))
 	require.NotEmpty(t, imported.Build)
@@ -100,6 +120,21 @@ func TestMoveMinifluxToAnotherFedhost(t *testing.T) {
 	require.Contains(t, categories(t, baddr, password), "Moving house")
 	require.Contains(t, feeds(t, baddr, password), feedServer.URL+"/rss")
 	downtime := time.Since(start)
+	// The flat fetch options arrived under fetcher, and B's Miniflux runs with them.
+	var movedConfig struct {
+		Apps struct {
+			Miniflux struct {
+				Options map[string]json.RawMessage `json:"options"`
+			} `json:"miniflux"`
+		} `json:"apps"`
+	}
+	require.NoError(t, json.Unmarshal(moved.Config, &movedConfig))
+	require.JSONEq(t, `{"timeout":45,"allowPrivateNetworks":true}`, string(movedConfig.Apps.Miniflux.Options["fetcher"]))
+	require.NotContains(t, movedConfig.Apps.Miniflux.Options, "httpClientTimeout")
+	require.NotContains(t, movedConfig.Apps.Miniflux.Options, "fetcherAllowPrivateNetworks")
+	env := environ(t, b.nodePID("moving", "miniflux-web"))
+	require.Equal(t, "45", env["HTTP_CLIENT_TIMEOUT"])
+	require.Equal(t, "true", env["FETCHER_ALLOW_PRIVATE_NETWORKS"])
 	// alice came along, in her group (her password hash with her: host/directory's
 	// TestUsersWithHashesMoveToAnotherDirectory binds with it).
 	var users []struct {
@@ -128,6 +163,22 @@ func TestMoveMinifluxToAnotherFedhost(t *testing.T) {
 		return false
 	}, 30*time.Second, 200*time.Millisecond, "B's confirmation did not reach A")
 	require.Equal(t, "exported", a.deployment(d.ID).State)
+
+	// A revoked the read-only key of the string once B confirmed: the bucket refuses it.
+	keys, err := migration.LoadKeys(b.dataDir)
+	require.NoError(t, err)
+	p, err := keys.Open(x.Migration, time.Now())
+	require.NoError(t, err)
+	ro := p.Apps["miniflux"].S3
+	require.NotEmpty(t, ro.AccessKeyID)
+	client := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(ro.Endpoint), UsePathStyle: true,
+		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: ro.AccessKeyID, SecretAccessKey: ro.SecretAccessKey}, nil
+		})})
+	_, err = client.ListObjectsV2(context.Background(), &s3.ListObjectsV2Input{Bucket: aws.String(ro.Bucket), Prefix: aws.String(ro.Path)})
+	var re *awshttp.ResponseError
+	require.True(t, errors.As(err, &re), "the revoked key is refused: %v", err)
+	require.Equal(t, http.StatusForbidden, re.HTTPStatusCode(), "%v", err)
 
 	// A second import of the same string is refused: the namespace is taken now.
 	var refused apiError

@@ -14,7 +14,7 @@ import (
 
 // pluginsCopy copies the built plugins into a directory of the test's own, with the
 // artifacts beside it where the plugins look for them.
-func pluginsCopy(t *testing.T) string {
+func pluginsCopy(t testing.TB) string {
 	root := t.TempDir()
 	require.NoError(t, os.Symlink(filepath.Join(binDir, "artifacts"), filepath.Join(root, "artifacts")))
 	dir := filepath.Join(root, "plugins")
@@ -29,7 +29,7 @@ func pluginsCopy(t *testing.T) string {
 	return dir
 }
 
-func lock(t *testing.T, dir string) {
+func lock(t testing.TB, dir string) {
 	cmd := exec.Command(filepath.Join(binDir, "fedhost"), "plugins", "lock")
 	cmd.Env = append(os.Environ(), "FEDHOST_PLUGIN_DIR="+dir)
 	out, err := cmd.CombinedOutput()
