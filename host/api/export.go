@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/limiter"
 
 	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/store"
 )
 
 // ExportRequest asks for an export to another fedhost: its recipient, or its URL, where
@@ -29,6 +30,14 @@ type ExportAnswer struct {
 type ConfirmRequest struct {
 	ID    string `json:"id"`
 	Token string `json:"token"`
+}
+
+// ConfirmAnswer is the export after a confirmation: confirmed (200), or confirming (202)
+// while its keys are being revoked.
+type ConfirmAnswer struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Message string `json:"message,omitempty"`
 }
 
 func (h *handlers) exportRoutes(r fiber.Router) {
@@ -73,7 +82,12 @@ func (h *handlers) confirmExport(c *fiber.Ctx) error {
 		return err
 	}
 	c.Locals("deployment", x.DeploymentID)
-	return c.JSON(fiber.Map{"id": x.ID, "state": x.State})
+	if x.State == store.ExportConfirming {
+		// The confirmation is recorded; its revoke-export build has not finished yet.
+		return c.Status(fiber.StatusAccepted).JSON(ConfirmAnswer{ID: x.ID, State: x.State,
+			Message: "the confirmation is recorded; the read-only keys are revoked by a build of the exported deployment, tried again until it succeeds"})
+	}
+	return c.JSON(ConfirmAnswer{ID: x.ID, State: x.State})
 }
 
 // confirmLimit throttles confirmations by address, as log-ins and password links are.
