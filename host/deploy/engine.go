@@ -321,6 +321,10 @@ func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision str
 func (e *Engine) check(ctx context.Context, d store.Deployment, raw json.RawMessage, revision string, clear []string) (json.RawMessage, map[string]string, []catalog.Unmigrated, error) {
 	refs := e.storedRefs(d)
 	for _, ptr := range clear {
+		if _, imported := importInstances[ptr]; imported {
+			// The import's own values: its builds delete them once used.
+			return nil, nil, nil, refuse(CodeInvalidConfiguration, "/clear_secret", "clear_secret names %s, which keeps the import's pointers, not an option's secret: the build that restores the data (or confirms the import) deletes it; name the pointer of a writeOnly option (/apps/<app>/options/...)", ptr)
+		}
 		if _, ok := refs[ptr]; !ok {
 			return nil, nil, nil, refuse(CodeInvalidConfiguration, boundedPointer(ptr), "no secret is stored here to clear: name the pointer of a writeOnly option that is set")
 		}
