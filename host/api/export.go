@@ -24,6 +24,8 @@ type ExportAnswer struct {
 	Build     string    `json:"build"`
 	ExpiresAt time.Time `json:"expires_at"`
 	Migration string    `json:"migration"`
+	// Warning says what to check when the source URL came from the request's address.
+	Warning string `json:"warning,omitempty"`
 }
 
 // ConfirmRequest is a target's word that an import is done.
@@ -59,7 +61,8 @@ func (h *handlers) export(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	x, err := h.d.Engine.Export(ctx, c.Params("id"), recipient, c.BaseURL())
+	base, set := h.d.publicBase(c)
+	x, err := h.d.Engine.Export(ctx, c.Params("id"), recipient, base)
 	if x.Build.ID != "" {
 		c.Locals("build", x.Build.ID)
 	}
@@ -67,7 +70,11 @@ func (h *handlers) export(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return c.JSON(ExportAnswer{ID: x.ExportID, Build: x.Build.ID, ExpiresAt: x.ExpiresAt, Migration: x.String})
+	answer := ExportAnswer{ID: x.ExportID, Build: x.Build.ID, ExpiresAt: x.ExpiresAt, Migration: x.String}
+	if !set {
+		answer.Warning = deploy.PublicURLWarning
+	}
+	return c.JSON(answer)
 }
 
 // confirmExport revokes an export's read-only keys. It is public: the token is the

@@ -58,6 +58,10 @@ type exportOp struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
+// PublicURLWarning warns of an export whose source URL is the request's own address,
+// public_url not being set.
+const PublicURLWarning = "public_url is not set: the migration string's source URL, where the target confirms the import, is the address this page was asked at; if the target cannot reach it, set public_url (FEDHOST_PUBLIC_URL, --public-url) to the URL other fedhosts reach this one at"
+
 // revokeOp is a revoke-export build's configuration: the export whose read-only keys it
 // takes back, and the move of its state (confirming to confirmed, exported to revoked).
 type revokeOp struct {
