@@ -436,7 +436,8 @@ func (e *Engine) FailLost(ctx context.Context) error {
 	}
 	for _, id := range ids {
 		b, err := e.opts.Store.GetBuild(ctx, id)
-		if err == nil {
+		// A lost revoke-export leaves the deployment exported: the tick queues it again.
+		if err == nil && b.Operation != store.OperationRevokeExport {
 			_ = e.opts.Store.UpdateDeployment(ctx, b.DeploymentID, map[string]any{"state": StateFailed})
 		}
 		e.log.Warn("build lost with its process, marked failed", "build_id", id)
