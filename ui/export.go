@@ -22,6 +22,8 @@ type exportData struct {
 	Migration string
 	ExpiresAt time.Time
 	BuildID   string
+	// Warning says what to check when the source URL is the request's address.
+	Warning string
 }
 
 // exportPage asks for the target of an export: its URL, or its recipient.
@@ -55,7 +57,11 @@ func (u *UI) export(c *fiber.Ctx, s *session) error {
 	}
 	var x deploy.Exported
 	if err == nil {
-		x, err = u.d.Engine.Export(s.ctx, d.ID, recipient, c.BaseURL())
+		base, set := u.publicBase(c)
+		if !set {
+			data.Warning = deploy.PublicURLWarning
+		}
+		x, err = u.d.Engine.Export(s.ctx, d.ID, recipient, base)
 	}
 	result, reason := resultOf(err)
 	if rerr := u.record(s.ctx, audit.Event{Action: action, DeploymentID: d.ID, BuildID: x.Build.ID, Result: result, Reason: reason}); rerr != nil {

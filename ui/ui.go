@@ -55,6 +55,19 @@ type Deps struct {
 	// Migration, when set, opens the migration strings of the Import page (which is
 	// not served without it).
 	Migration *migration.Keys
+	// PublicURL is the address this fedhost is reached at (fedhost.hcl's public_url,
+	// without a trailing slash): the source URL of migration strings and the base of
+	// mailed links. "" takes each request's own address.
+	PublicURL string
+}
+
+// publicBase is the base of the URLs this fedhost hands out: PublicURL, or the request's
+// address when it is not set (set says which).
+func (u *UI) publicBase(c *fiber.Ctx) (base string, set bool) {
+	if u.d.PublicURL != "" {
+		return u.d.PublicURL, true
+	}
+	return c.BaseURL(), false
 }
 
 // UI is the operators' web interface.

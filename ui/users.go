@@ -192,7 +192,8 @@ func (u *UI) issueLink(c *fiber.Ctx, s *session, d store.Deployment, name, email
 	if err != nil {
 		return err
 	}
-	data := usersData{Link: c.BaseURL() + setPasswordPath + "#" + token, LinkUser: name, LinkExpires: expires}
+	base, _ := u.publicBase(c)
+	data := usersData{Link: base + setPasswordPath + "#" + token, LinkUser: name, LinkExpires: expires}
 	sent, err := directory.MailLink(s.ctx, u.d.Engine.Mail, d.ID, directory.LinkMail{To: email, URL: data.Link, Purpose: purpose, Expires: expires})
 	switch {
 	case err != nil:

@@ -50,6 +50,19 @@ type Deps struct {
 	// GET /api/v1/migration/recipient and opens the strings POST
 	// /api/v1/deployments/import takes; without it those routes answer 404.
 	Migration *migration.Keys
+	// PublicURL is the address this fedhost is reached at (fedhost.hcl's public_url,
+	// without a trailing slash): the source URL of migration strings and the base of
+	// mailed links. "" takes each request's own address.
+	PublicURL string
+}
+
+// publicBase is the base of the URLs this fedhost hands out: PublicURL, or the request's
+// address when it is not set (set says which).
+func (d Deps) publicBase(c *fiber.Ctx) (base string, set bool) {
+	if d.PublicURL != "" {
+		return d.PublicURL, true
+	}
+	return c.BaseURL(), false
 }
 
 func (d Deps) links() directory.Links {

@@ -324,7 +324,8 @@ func (h *handlers) newPasswordLink(c *fiber.Ctx, name, email, purpose string) (P
 	if err != nil {
 		return PasswordLink{}, err
 	}
-	link := PasswordLink{URL: c.BaseURL() + PasswordPage + "#" + token, Purpose: purpose, ExpiresAt: expires}
+	base, _ := h.d.publicBase(c)
+	link := PasswordLink{URL: base + PasswordPage + "#" + token, Purpose: purpose, ExpiresAt: expires}
 	sent, err := directory.MailLink(ctx, h.d.Engine.Mail, c.Params("id"), directory.LinkMail{To: email, URL: link.URL, Purpose: purpose, Expires: expires})
 	switch {
 	case err != nil:

@@ -39,12 +39,12 @@ type directoryBundle struct {
 
 func setupDirectory(t *testing.T) *directoryBundle {
 	t.Helper()
-	return setupDirectoryMail(t, nil)
+	return setupDirectoryMail(t, nil, "")
 }
 
 // setupDirectoryMail is setupDirectory with, when relay is set, the relay provider of
-// smtp run with those settings.
-func setupDirectoryMail(t *testing.T, relay json.RawMessage) *directoryBundle {
+// smtp run with those settings, and the host's public_url publicURL.
+func setupDirectoryMail(t *testing.T, relay json.RawMessage, publicURL string) *directoryBundle {
 	t.Helper()
 	ctx := context.Background()
 	srv, stop, err := ldaptest.Start(t.TempDir())
@@ -88,7 +88,7 @@ func setupDirectoryMail(t *testing.T, relay json.RawMessage) *directoryBundle {
 	engine := deploy.New(deploy.Options{Store: st, Plugins: m, Audit: trail,
 		Environment: environment})
 	app := fiber.New(api.Config(api.DefaultServer))
-	api.Mount(app, api.Deps{Plugins: m, Engine: engine, Store: st, Auth: accounts, Audit: trail, Version: "1.2.3"})
+	api.Mount(app, api.Deps{Plugins: m, Engine: engine, Store: st, Auth: accounts, Audit: trail, Version: "1.2.3", PublicURL: publicURL})
 	return &directoryBundle{bundle: &bundle{app: app, st: st, accounts: accounts, trail: trail}, m: m, ldap: srv}
 }
 

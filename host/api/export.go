@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/limiter"
 
 	"github.com/fedhost/fedhost/host/deploy"
+	"github.com/fedhost/fedhost/host/store"
 )
 
 // ExportRequest asks for an export to another fedhost: its recipient, or its URL, where
@@ -23,12 +24,22 @@ type ExportAnswer struct {
 	Build     string    `json:"build"`
 	ExpiresAt time.Time `json:"expires_at"`
 	Migration string    `json:"migration"`
+	// Warning says what to check when the source URL came from the request's address.
+	Warning string `json:"warning,omitempty"`
 }
 
 // ConfirmRequest is a target's word that an import is done.
 type ConfirmRequest struct {
 	ID    string `json:"id"`
 	Token string `json:"token"`
+}
+
+// ConfirmAnswer is the export after a confirmation: confirmed (200), or confirming (202)
+// while its keys are being revoked.
+type ConfirmAnswer struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Message string `json:"message,omitempty"`
 }
 
 func (h *handlers) exportRoutes(r fiber.Router) {
@@ -50,7 +61,8 @@ func (h *handlers) export(c *fiber.Ctx) error {
 			return err
 		}
 	}
-	x, err := h.d.Engine.Export(ctx, c.Params("id"), recipient, c.BaseURL())
+	base, set := h.d.publicBase(c)
+	x, err := h.d.Engine.Export(ctx, c.Params("id"), recipient, base)
 	if x.Build.ID != "" {
 		c.Locals("build", x.Build.ID)
 	}
@@ -58,7 +70,11 @@ func (h *handlers) export(c *fiber.Ctx) error {
 		return err
 	}
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	return c.JSON(ExportAnswer{ID: x.ExportID, Build: x.Build.ID, ExpiresAt: x.ExpiresAt, Migration: x.String})
+	answer := ExportAnswer{ID: x.ExportID, Build: x.Build.ID, ExpiresAt: x.ExpiresAt, Migration: x.String}
+	if !set {
+		answer.Warning = deploy.PublicURLWarning
+	}
+	return c.JSON(answer)
 }
 
 // confirmExport revokes an export's read-only keys. It is public: the token is the
@@ -73,7 +89,12 @@ func (h *handlers) confirmExport(c *fiber.Ctx) error {
 		return err
 	}
 	c.Locals("deployment", x.DeploymentID)
-	return c.JSON(fiber.Map{"id": x.ID, "state": x.State})
+	if x.State == store.ExportConfirming {
+		// The confirmation is recorded; its revoke-export build has not finished yet.
+		return c.Status(fiber.StatusAccepted).JSON(ConfirmAnswer{ID: x.ID, State: x.State,
+			Message: "the confirmation is recorded; the read-only keys are revoked by a build of the exported deployment, tried again until it succeeds"})
+	}
+	return c.JSON(ConfirmAnswer{ID: x.ID, State: x.State})
 }
 
 // confirmLimit throttles confirmations by address, as log-ins and password links are.

@@ -52,7 +52,8 @@ var mailedLink = regexp.MustCompile(`https?://\S+` + regexp.QuoteMeta(api.Passwo
 
 // A deployment with a mail account mails the invitation and reset links: the operator
 // sees where they went, not the link; the mail reaches mailpit through the relay, names
-// the domain and the expiry, and its link sets the password the user then binds with.
+// the domain and the expiry, and its link, on the host's public_url, sets the password the
+// user then binds with.
 // When the relay refuses the account, the link is shown once with why.
 func TestInvitationAndResetAreMailed(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -68,7 +69,7 @@ func TestInvitationAndResetAreMailed(t *testing.T) {
 	upHost, upPort, err := net.SplitHostPort(mailpit.SMTPAddr)
 	require.NoError(t, err)
 	relay := fmt.Appendf(nil, `{"listen":"127.0.0.1:%d","tls":"none","upstream":{"host":%q,"port":%s,"tls":"none","user":"relay","password_file":%q}}`, port, upHost, upPort, passFile)
-	b := setupDirectoryMail(t, relay)
+	b := setupDirectoryMail(t, relay, "https://fedhost.example")
 	alice := b.user(t, "alice", false)
 	d := b.deployment(t, alice, "acme")
 	base := "/api/v1/deployments/" + d.ID
@@ -92,6 +93,7 @@ func TestInvitationAndResetAreMailed(t *testing.T) {
 	require.Contains(t, text, added.Link.ExpiresAt.UTC().Format("2 January 2006, 15:04"), "the mail says until when the link works")
 	m := mailedLink.FindStringSubmatch(text)
 	require.NotNil(t, m, "the mail holds the link: %s", text)
+	require.Contains(t, text, "https://fedhost.example"+api.PasswordPage+"#", "the link is on public_url, not the request's address")
 	token := m[1]
 
 	status, body = b.do(t, client{}, "POST", "/api/v1/password-links/use", `{"token":"`+token+`","password":"carol's good password"}`)

@@ -238,6 +238,7 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"RecordStatus":          deploy.RecordStatus{},
 		"Operation":             deploy.Operation{},
 		"ExportRequest":         ExportRequest{},
+		"ConfirmAnswer":         ConfirmAnswer{},
 		"ExportAnswer":          ExportAnswer{},
 		"ConfirmRequest":        ConfirmRequest{},
 		"Resource":              Resource{},

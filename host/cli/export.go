@@ -53,6 +53,9 @@ func (r *remote) export(ctx context.Context, id string, body []byte) error {
 	if err := decode(http.MethodPost, path, raw, &x); err != nil {
 		return err
 	}
+	if x.Warning != "" {
+		fmt.Fprintln(r.e.stderr, "warning: "+x.Warning)
+	}
 	if r.json {
 		r.printRaw(raw)
 		return nil

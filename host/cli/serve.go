@@ -171,7 +171,7 @@ func (e *env) serve(ctx context.Context) error {
 	read, write, idle := cfg.Timeouts()
 	app := fiber.New(api.Config(api.Server{ReadTimeout: read, WriteTimeout: write, IdleTimeout: idle, TrustedProxies: cfg.Proxies()}))
 	apiDeps := api.Deps{Plugins: manager, Engine: engine, Store: st, Auth: accounts, Audit: trail, Logger: log.Named("api"), Version: Version, Migration: migrationKeys,
-		PasswordLinkTTL: cfg.PasswordLinkTTL(), TerraformState: stateKeys}
+		PasswordLinkTTL: cfg.PasswordLinkTTL(), TerraformState: stateKeys, PublicURL: cfg.PublicBase()}
 	switch cfg.Metrics {
 	case config.MetricsLoopback:
 		apiDeps.Metrics = mx
@@ -183,7 +183,7 @@ func (e *env) serve(ctx context.Context) error {
 	}
 	api.Mount(app, apiDeps)
 	uiDeps := ui.Deps{Engine: engine, Store: st, Auth: accounts, Audit: trail, Plugins: manager, Version: Version, OIDC: operatorOIDC,
-		SuggestedDomain: cfg.SuggestedDomain, PasswordLinkTTL: cfg.PasswordLinkTTL(), Migration: migrationKeys}
+		SuggestedDomain: cfg.SuggestedDomain, PasswordLinkTTL: cfg.PasswordLinkTTL(), Migration: migrationKeys, PublicURL: cfg.PublicBase()}
 	if operatorOIDC != nil {
 		uiDeps.OIDCButton = cfg.OperatorOIDC.ButtonLabel
 	}

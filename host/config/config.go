@@ -71,6 +71,10 @@ type Config struct {
 	// SuggestedDomain is the domain offered for a new deployment; {namespace} in it
 	// stands for the deployment's namespace. Empty offers none.
 	SuggestedDomain string
+	// PublicURL is the address people and other fedhosts reach this one at (scheme and
+	// host, no path): the source URL of a migration string and the links mailed to a
+	// deployment's users. Empty takes each request's own address (PublicBase).
+	PublicURL string
 	// Metrics says who may read GET /metrics: "off", "loopback" (peers on this machine)
 	// or "token" (a bearer token, the contents of MetricsTokenFile: read it with
 	// MetricsToken).
@@ -459,3 +463,6 @@ func (c *Config) DeploymentLimit() int {
 	n, _ := strconv.Atoi(c.MaxDeploymentsPerOperator)
 	return n
 }
+
+// PublicBase is PublicURL without a trailing slash, "" when it is not set.
+func (c *Config) PublicBase() string { return strings.TrimSuffix(c.PublicURL, "/") }

@@ -752,3 +752,30 @@ domain_snapshot_interval   = "1h"
 		require.NotContains(t, err.Error(), "99999", "the value is not echoed")
 	}
 }
+
+// public_url: unset by default; taken from the file, the environment or the flag; an
+// absolute http(s) URL without path, query or fragment, refused naming the setting and
+// without its value.
+func TestPublicURL(t *testing.T) {
+	t.Parallel()
+	cfg, err := config.Load("", nil, nil)
+	require.NoError(t, err)
+	require.Empty(t, cfg.PublicBase(), "unset: each request's address")
+
+	cfg, err = config.Load(writeFile(t, `public_url = "https://fedhost.example/"`), nil, nil)
+	require.NoError(t, err)
+	require.Equal(t, "https://fedhost.example", cfg.PublicBase(), "the trailing slash goes")
+	cfg, err = config.Load("", env("FEDHOST_PUBLIC_URL=http://127.0.0.1:8080"), nil)
+	require.NoError(t, err)
+	require.Equal(t, "http://127.0.0.1:8080", cfg.PublicBase())
+	cfg, err = config.Load("", env("FEDHOST_PUBLIC_URL=http://env.example"), flags(t, "--public-url=https://flag.example:8443"))
+	require.NoError(t, err)
+	require.Equal(t, "https://flag.example:8443", cfg.PublicBase(), "the flag beats the environment")
+
+	for _, bad := range []string{"ftp://secret-host.example", "secret-host.example", "https://secret-host.example/path", "https://secret-host.example?q=1",
+		"https://secret-host.example/#frag", "https://user@secret-host.example", "https://", "https://secret-host.example/" + strings.Repeat("a", 600)} {
+		_, err := config.Load("", env("FEDHOST_PUBLIC_URL="+bad), nil)
+		require.ErrorContains(t, err, "public_url (env FEDHOST_PUBLIC_URL): is not an absolute http or https URL", bad)
+		require.NotContains(t, err.Error(), "secret-host", "the value is not echoed")
+	}
+}

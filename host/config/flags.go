@@ -45,6 +45,7 @@ var settings = []setting{
 	{"domain_delegation_resolver", "the resolver (host or host:port) asked whether an operator's own domain is delegated to the provider's nameservers; empty asks the system's", func(c *Config) *string { return &c.DomainDelegationResolver }},
 	{"domain_pending_follow", "how long a build follows a registration the registry keeps pending, a duration such as 2m", func(c *Config) *string { return &c.DomainPendingFollow }},
 	{"domain_snapshot_interval", "how often each registrar's account is listed and its domains due within 30 days renewed, a duration such as 24h", func(c *Config) *string { return &c.DomainSnapshotInterval }},
+	{"public_url", "the URL this fedhost is reached at, scheme and host only (e.g. https://fedhost.example): the source URL of migration strings and the links mailed to users; empty takes each request's address", func(c *Config) *string { return &c.PublicURL }},
 	{"suggested_domain", "the domain the UI suggests for a new deployment, {namespace} standing for its namespace (e.g. {namespace}.localhost); empty suggests none", func(c *Config) *string { return &c.SuggestedDomain }},
 }
 

@@ -93,6 +93,9 @@ func (c *Config) validate() error {
 			bad("suggested_domain", "is not a domain name with an optional {namespace}, such as {namespace}.localhost")
 		}
 	}
+	if u := c.PublicURL; u != "" && !publicURL(u) {
+		bad("public_url", "is not an absolute http or https URL of at most %d characters without a path, query or fragment; set the address this fedhost is reached at, such as https://fedhost.example", maxPublicURL)
+	}
 	switch c.Metrics {
 	case MetricsOff, MetricsLoopback:
 	case MetricsToken:
@@ -247,4 +250,20 @@ func validDatabase(db string) bool {
 	}
 	_, err := url.Parse(db)
 	return err == nil
+}
+
+// maxPublicURL bounds public_url, which goes into every migration string and mailed link.
+const maxPublicURL = 512
+
+// publicURL reports whether s is an absolute http(s) URL with a host and nothing after
+// it but an optional "/".
+func publicURL(s string) bool {
+	if len(s) > maxPublicURL || strings.ContainsAny(s, "?# \t\n") {
+		return false
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" || u.User != nil || u.Opaque != "" {
+		return false
+	}
+	return u.Path == "" || u.Path == "/"
 }

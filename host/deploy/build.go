@@ -62,6 +62,8 @@ func (e *Engine) Build(ctx context.Context, buildID string, _ func(step, message
 		err = r.operate(ctx, b.Operation)
 	case store.OperationExport:
 		err = r.export(ctx)
+	case store.OperationRevokeExport:
+		err = r.revokeExport(ctx)
 	default:
 		err = r.deploy(ctx)
 	}

@@ -1,7 +1,9 @@
 package deploy
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -82,4 +84,30 @@ func TestBackupOnly(t *testing.T) {
 	require.True(t, backupOnly(`{"buckets":{"backups":{"backup":true}}}`))
 	require.False(t, backupOnly(`{"buckets":{"backups":{"backup":true},"media":{}}}`))
 	require.False(t, backupOnly(`{"buckets":{}}`))
+}
+
+// clear_secret refuses the pointers that keep an import's values, naming the field and
+// the pointer, and leaves them stored; an unknown pointer is refused as before.
+func TestClearSecretRefusesTheImportPointers(t *testing.T) {
+	t.Parallel()
+	clock := time.Now()
+	e, d := newBackupEngine(t, &clock)
+	ctx := context.Background()
+	refs := `{"/migration":"secret://acme/fedhost-import/value","/migration-confirm":"secret://acme/fedhost-import-confirm/value"}`
+	require.NoError(t, e.opts.Store.UpdateDeployment(ctx, d.ID, map[string]any{"secret_refs": refs, "catalog_revision": "r1"}))
+	for _, ptr := range []string{importPointer, importConfirmPointer} {
+		_, _, err := e.SubmitWith(ctx, d.ID, json.RawMessage(`{}`), SubmitOptions{ClearSecrets: []string{ptr}})
+		var de *Error
+		require.True(t, errors.As(err, &de), "%v", err)
+		require.Equal(t, CodeInvalidConfiguration, de.Code)
+		require.Equal(t, "/clear_secret", de.Location)
+		require.Contains(t, de.Message, "clear_secret names "+ptr)
+		require.Contains(t, de.Message, "import")
+	}
+	got, err := e.opts.Store.GetDeployment(ctx, d.ID)
+	require.NoError(t, err)
+	require.JSONEq(t, refs, got.SecretRefs, "the import's references stay")
+	_, _, err = e.SubmitWith(ctx, d.ID, json.RawMessage(`{}`), SubmitOptions{ClearSecrets: []string{"/apps/miniflux/options/nothing"}})
+	var de *Error
+	require.True(t, errors.As(err, &de) && de.Code == CodeInvalidConfiguration && de.Location != "/clear_secret", "%v", err)
 }

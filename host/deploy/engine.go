@@ -335,6 +335,10 @@ func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision str
 func (e *Engine) check(ctx context.Context, d store.Deployment, raw json.RawMessage, revision string, clear []string) (json.RawMessage, map[string]string, []catalog.Unmigrated, error) {
 	refs := e.storedRefs(d)
 	for _, ptr := range clear {
+		if _, imported := importInstances[ptr]; imported {
+			// The import's own values: its builds delete them once used.
+			return nil, nil, nil, refuse(CodeInvalidConfiguration, "/clear_secret", "clear_secret names %s, which keeps the import's pointers, not an option's secret: the build that restores the data (or confirms the import) deletes it; name the pointer of a writeOnly option (/apps/<app>/options/...)", ptr)
+		}
 		if _, ok := refs[ptr]; !ok {
 			return nil, nil, nil, refuse(CodeInvalidConfiguration, boundedPointer(ptr), "no secret is stored here to clear: name the pointer of a writeOnly option that is set")
 		}
@@ -446,7 +450,8 @@ func (e *Engine) FailLost(ctx context.Context) error {
 	}
 	for _, id := range ids {
 		b, err := e.opts.Store.GetBuild(ctx, id)
-		if err == nil {
+		// A lost revoke-export leaves the deployment exported: the tick queues it again.
+		if err == nil && b.Operation != store.OperationRevokeExport {
 			_ = e.opts.Store.UpdateDeployment(ctx, b.DeploymentID, map[string]any{"state": StateFailed})
 		}
 		e.log.Warn("build lost with its process, marked failed", "build_id", id)

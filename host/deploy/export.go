@@ -39,6 +39,11 @@ const ExportTTL = 7 * 24 * time.Hour
 // exportWait bounds how long Export waits for its build.
 const exportWait = 30 * time.Minute
 
+// confirmWait bounds how long a confirmation waits for its revoke-export build before it
+// answers "confirming": below the target's confirmTimeout (importbuild.go), so the
+// target hears the answer.
+const confirmWait = 25 * time.Second
+
 // recipientTimeout bounds asking a target for its recipient; maxRecipientAnswer its answer.
 const (
 	recipientTimeout   = 10 * time.Second
@@ -51,6 +56,21 @@ type exportOp struct {
 	ID        string    `json:"id"`
 	TokenHash string    `json:"token_hash"`
 	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// PublicURLWarning warns of an export whose source URL is the request's own address,
+// public_url not being set.
+const PublicURLWarning = "public_url is not set: the migration string's source URL, where the target confirms the import, is the address this page was asked at; if the target cannot reach it, set public_url (FEDHOST_PUBLIC_URL, --public-url) to the URL other fedhosts reach this one at"
+
+// revokeOp is a revoke-export build's configuration: the export whose read-only keys it
+// takes back, and the move of its state (confirming to confirmed, exported to revoked).
+type revokeOp struct {
+	ID   string `json:"id"`
+	From string `json:"from"`
+	To   string `json:"to"`
+	// Why says what asked for it, for the build's log: confirmed, expired, resumed or
+	// unsealed.
+	Why string `json:"why"`
 }
 
 // Exported is the answer of an export: the build that ran it and the migration string,
@@ -117,7 +137,7 @@ func (e *Engine) Export(ctx context.Context, id, recipient, sourceURL string) (E
 	if err != nil {
 		return Exported{}, relock(err)
 	}
-	done, err := e.waitBuild(ctx, b.ID)
+	done, err := e.waitBuild(ctx, b.ID, exportWait)
 	if err != nil {
 		return Exported{Build: b}, relock(err)
 	}
@@ -127,18 +147,18 @@ func (e *Engine) Export(ctx context.Context, id, recipient, sourceURL string) (E
 	s, err := e.seal(ctx, d, op, token, release, recipient, sourceURL)
 	if err != nil {
 		// The keys are minted but the string could not be made: take them back.
-		x, gerr := e.opts.Store.GetExport(context.WithoutCancel(ctx), op.ID)
-		if gerr == nil {
-			_ = e.revokeExport(context.WithoutCancel(ctx), x, store.ExportRevoked)
+		if _, _, rerr := e.revoke(context.WithoutCancel(ctx), op.ID, store.ExportExported, store.ExportRevoked, "unsealed", confirmWait); rerr != nil {
+			e.log.Error("revoking the keys of an export whose string could not be made", "deployment", d.ID, "export", op.ID, "error", rerr)
 		}
 		return Exported{Build: done}, relock(fmt.Errorf("export: sealing the migration string: %w; resume the deployment to bring it back", err))
 	}
 	return Exported{Build: done, ExportID: op.ID, ExpiresAt: op.ExpiresAt, String: s}, nil
 }
 
-// waitBuild polls a build until it finishes (on whichever host of the cluster it runs).
-func (e *Engine) waitBuild(ctx context.Context, id string) (store.Build, error) {
-	ctx, cancel := context.WithTimeout(ctx, exportWait)
+// waitBuild polls a build until it finishes (on whichever host of the cluster it runs),
+// for at most wait.
+func (e *Engine) waitBuild(ctx context.Context, id string, wait time.Duration) (store.Build, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
@@ -152,7 +172,7 @@ func (e *Engine) waitBuild(ctx context.Context, id string) (store.Build, error) 
 		}
 		select {
 		case <-ctx.Done():
-			return b, fmt.Errorf("export build %s has not finished: follow it at GET /api/v1/builds/%s", id, id)
+			return b, fmt.Errorf("build %s has not finished: follow it at GET /api/v1/builds/%s", id, id)
 		case <-t.C:
 		}
 	}
@@ -396,8 +416,11 @@ func (r *run) setExportKey(ctx context.Context, app string, add bool) error {
 }
 
 // ConfirmExport is the target's word that the import is done: the token of the string
-// proves it. The read-only keys are revoked. A wrong id or token is not found, and says
-// no more.
+// proves it. The export becomes confirming and a revoke-export build takes the read-only
+// keys back; the answer waits for it up to confirmWait and is the export in state
+// confirmed, or still confirming when the build has not finished (the scheduler's tick
+// submits it again until it succeeds). A wrong id or token is not found, and says no
+// more.
 func (e *Engine) ConfirmExport(ctx context.Context, id, token string) (store.Export, error) {
 	notFound := refuse(CodeNotFound, "", "no such export")
 	if len(id) > 64 || len(token) > 128 {
@@ -413,56 +436,124 @@ func (e *Engine) ConfirmExport(ctx context.Context, id, token string) (store.Exp
 	if subtle.ConstantTimeCompare([]byte(tokenDigest(token)), []byte(x.TokenHash)) != 1 {
 		return store.Export{}, notFound
 	}
-	if x.State != store.ExportExported {
+	if x.State == store.ExportExported {
+		if _, err := e.opts.Store.FinishExport(ctx, x.ID, store.ExportExported, store.ExportConfirming); err != nil {
+			return x, err
+		}
+		// Of two confirmations, or a confirmation and the expiry, one moved it: read
+		// which.
+		if x, err = e.opts.Store.GetExport(ctx, id); err != nil {
+			return x, err
+		}
+	}
+	if x.State != store.ExportConfirming {
 		// Confirmed twice, or after the expiry: the keys are gone already.
 		return x, nil
 	}
-	if err := e.revokeExport(ctx, x, store.ExportConfirmed); err != nil {
-		return x, err
+	_, done, err := e.revoke(ctx, x.ID, store.ExportConfirming, store.ExportConfirmed, "confirmed", confirmWait)
+	var de *Error
+	if errors.As(err, &de) && (de.Code == CodeConflict || de.Code == CodeQueueFull) {
+		// Another build of the deployment runs: the tick revokes after it.
+		return x, nil
 	}
-	x.State = store.ExportConfirmed
-	return x, nil
+	if err != nil || !done {
+		e.log.Warn("an export's confirmation is recorded, its keys not revoked yet: the tick tries again", "export", x.ID, "deployment", x.DeploymentID, "error", err)
+		return x, nil
+	}
+	return e.opts.Store.GetExport(ctx, id)
 }
 
-// revokeExport provisions the export's backups buckets without the read-only keys and
-// records the export's end as state.
-func (e *Engine) revokeExport(ctx context.Context, x store.Export, state string) error {
+// revoke queues the revoke-export build that moves export id from state from to state to,
+// and waits for it up to wait (not at all for 0). done says it finished; its state says
+// how.
+func (e *Engine) revoke(ctx context.Context, id, from, to, why string, wait time.Duration) (store.Build, bool, error) {
+	x, err := e.opts.Store.GetExport(ctx, id)
+	if err != nil {
+		return store.Build{}, false, err
+	}
+	d, err := e.opts.Store.GetDeployment(ctx, x.DeploymentID)
+	if err != nil {
+		return store.Build{}, false, err
+	}
+	raw, err := json.Marshal(revokeOp{ID: id, From: from, To: to, Why: why})
+	if err != nil {
+		return store.Build{}, false, err
+	}
+	b, err := e.enqueue(ctx, d, store.OperationRevokeExport, raw, nil, d.CatalogRevision)
+	if err != nil || wait == 0 {
+		return b, false, err
+	}
+	done, err := e.waitBuild(ctx, b.ID, wait)
+	if err != nil || !done.State.Finished() {
+		// Queued or running still: whoever asked answers so, the build goes on.
+		if done.ID == "" {
+			done = b
+		}
+		return done, false, nil
+	}
+	return done, true, nil
+}
+
+// revokeExport runs a revoke-export build: the export's backups buckets are provisioned
+// without the read-only keys, then its state moves. An export no longer in the state
+// the build was asked from was moved by another (a confirmation, the expiry, a resume):
+// there is nothing left for this build to do.
+func (r *run) revokeExport(ctx context.Context) error {
+	var op revokeOp
+	if err := json.Unmarshal([]byte(r.build.Config), &op); err != nil {
+		return fmt.Errorf("revoke-export: %w", err)
+	}
+	x, err := r.e.opts.Store.GetExport(ctx, op.ID)
+	if err != nil {
+		return fmt.Errorf("revoke-export: %w", err)
+	}
+	if x.State != op.From {
+		r.event(store.LevelInfo, "verdict", 100, "export %s is %s already: nothing to revoke", x.ID, x.State)
+		return nil
+	}
 	apps, err := x.AppsOf()
 	if err != nil {
 		return err
 	}
-	d, err := e.opts.Store.GetDeployment(ctx, x.DeploymentID)
-	if err != nil {
-		return err
-	}
-	r := &run{e: e, d: d}
-	if err := r.load(ctx); err != nil {
-		return err
-	}
+	r.event(store.LevelInfo, "revoke", 10, "taking back the read-only keys of export %s (%s)", x.ID, bounded(op.Why, 16))
 	for _, app := range slices.Sorted(maps.Keys(apps)) {
 		if err := r.setExportKey(ctx, app, false); err != nil {
-			return fmt.Errorf("revoking the read-only key of %s: %w", app, err)
+			return fmt.Errorf("revoke-export: the read-only key of %s: %w", app, err)
 		}
 	}
-	_, err = e.opts.Store.FinishExport(ctx, x.ID, state)
-	return err
+	if _, err := r.e.opts.Store.FinishExport(context.WithoutCancel(ctx), x.ID, op.From, op.To); err != nil {
+		return fmt.Errorf("revoke-export: %w", err)
+	}
+	r.event(store.LevelInfo, "verdict", 100, "the read-only keys of export %s are revoked: it is %s", x.ID, op.To)
+	return nil
 }
 
-// runExportExpiry revokes the keys of the exports past their expiry.
+// runExportExpiry queues the revoke-export builds of the exports due: confirmed by their
+// target but not revoked yet (a revoke that failed is tried again here), or past their
+// expiry. A deployment with a build running is left to the next tick.
 func (e *Engine) runExportExpiry(ctx context.Context, now time.Time) error {
-	xs, err := e.opts.Store.ExpiredExports(ctx, now)
+	xs, err := e.opts.Store.DueExports(ctx, now)
 	if err != nil {
 		return err
 	}
 	var errs []error
 	for _, x := range xs {
-		if err := e.revokeExport(ctx, x, store.ExportRevoked); err != nil {
+		to, why := store.ExportRevoked, "expired"
+		if x.State == store.ExportConfirming {
+			to, why = store.ExportConfirmed, "confirmed"
+		}
+		b, _, err := e.revoke(ctx, x.ID, x.State, to, why, 0)
+		var de *Error
+		if errors.As(err, &de) && (de.Code == CodeConflict || de.Code == CodeQueueFull) {
+			continue
+		}
+		if err != nil {
 			errs = append(errs, fmt.Errorf("export %s of deployment %s: %w", x.ID, x.DeploymentID, err))
 			continue
 		}
-		if e.opts.Audit != nil {
+		if e.opts.Audit != nil && why == "expired" {
 			actx := audit.WithActor(ctx, audit.Actor{ID: "scheduler", Issuer: audit.IssuerScheduler})
-			if err := e.opts.Audit.Record(actx, audit.Event{Action: "export.expire", DeploymentID: x.DeploymentID, Result: audit.ResultOK, Reason: "export " + x.ID + " expired: its read-only keys are revoked"}); err != nil {
+			if err := e.opts.Audit.Record(actx, audit.Event{Action: "export.expire", DeploymentID: x.DeploymentID, BuildID: b.ID, Result: audit.ResultOK, Reason: "export " + x.ID + " expired: its build revokes the read-only keys"}); err != nil {
 				e.log.Error("recording an export's expiry", "error", err)
 			}
 		}
@@ -483,12 +574,16 @@ func (e *Engine) beforeResume(ctx context.Context, d store.Deployment) error {
 	if err != nil {
 		return err
 	}
-	if x.State == store.ExportConfirmed {
+	if x.State == store.ExportConfirmed || x.State == store.ExportConfirming {
 		return refuse(CodeConflict, "", "deployment %s moved to another fedhost: the target confirmed the import on %s, so it runs there now and cannot be resumed here", d.ID, x.UpdatedAt.Format("2006-01-02"))
 	}
 	if x.State == store.ExportExported {
-		if err := e.revokeExport(ctx, x, store.ExportRevoked); err != nil {
+		b, done, err := e.revoke(ctx, x.ID, store.ExportExported, store.ExportRevoked, "resumed", confirmWait)
+		if err != nil {
 			return err
+		}
+		if !done || b.State != store.BuildSucceeded {
+			return refuse(CodeConflict, "", "the read-only keys of the export are not revoked yet (build %s is %s): resume again when it has finished", b.ID, b.State)
 		}
 	}
 	rec, err := e.opts.Store.DeploymentDomain(ctx, d.ID)

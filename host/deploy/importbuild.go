@@ -26,8 +26,9 @@ import (
 // and its token) until the source answers it: every build tries again until then.
 const importConfirmPointer = "/migration-confirm"
 
-// confirmTimeout bounds the confirmation request to the source.
-const confirmTimeout = 10 * time.Second
+// confirmTimeout bounds the confirmation request to the source: above the source's
+// confirmWait (export.go), the time it waits for its revoke-export build.
+const confirmTimeout = 30 * time.Second
 
 // importConfirm is the value kept at importConfirmPointer.
 type importConfirm struct {

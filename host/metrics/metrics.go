@@ -178,7 +178,7 @@ func (s *storeCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(queueJobs, prometheus.GaugeValue, float64(c.Count), c.Operation, string(c.State))
 		}
 		// The operations are known: an empty queue shows zeros, not absent series.
-		for _, op := range []string{store.OperationDeploy, store.OperationSuspend, store.OperationDestroy, store.OperationBackup, store.OperationRestore, store.OperationDrill} {
+		for _, op := range []string{store.OperationDeploy, store.OperationSuspend, store.OperationDestroy, store.OperationBackup, store.OperationRestore, store.OperationDrill, store.OperationExport, store.OperationRevokeExport} {
 			for _, state := range []store.BuildState{store.BuildQueued, store.BuildRunning} {
 				if !seen[[2]string{op, string(state)}] {
 					ch <- prometheus.MustNewConstMetric(queueJobs, prometheus.GaugeValue, 0, op, string(state))

@@ -14,7 +14,10 @@ import (
 const (
 	// ExportExported: the final snapshots are taken and their read-only keys work.
 	ExportExported = "exported"
-	// ExportConfirmed: the target said the import is done; the keys are revoked.
+	// ExportConfirming: the target said the import is done; a revoke-export build takes
+	// the keys back (retried by the scheduler's tick until it succeeds).
+	ExportConfirming = "confirming"
+	// ExportConfirmed: the target confirmed the import and the keys are revoked.
 	ExportConfirmed = "confirmed"
 	// ExportRevoked: the keys are revoked without a confirmation (expiry, or a resume
 	// before the move).
@@ -115,26 +118,37 @@ func (s *Store) LatestExport(ctx context.Context, deploymentID string) (Export, 
 	return x, nil
 }
 
-// FinishExport moves an export from ExportExported to state (ExportConfirmed or
-// ExportRevoked) and reports whether this call did: of two at once, one wins.
-func (s *Store) FinishExport(ctx context.Context, id, state string) (bool, error) {
-	if state != ExportConfirmed && state != ExportRevoked {
-		return false, fmt.Errorf("an export ends confirmed or revoked, not %q", state)
+// exportMoves are the transitions of an export's state.
+var exportMoves = map[[2]string]bool{
+	{ExportExported, ExportConfirming}:  true,
+	{ExportConfirming, ExportConfirmed}: true,
+	{ExportExported, ExportRevoked}:     true,
+}
+
+// FinishExport moves an export from state from to state to (exported to confirming,
+// confirming to confirmed, exported to revoked) and reports whether this call did: it
+// moves only an export still in state from, so of two at once, one wins.
+func (s *Store) FinishExport(ctx context.Context, id, from, to string) (bool, error) {
+	if !exportMoves[[2]string{from, to}] {
+		return false, fmt.Errorf("an export does not go from %q to %q: exported goes to confirming or revoked, confirming to confirmed", bounded(from, 32), bounded(to, 32))
 	}
-	res := s.db.WithContext(ctx).Model(&Export{}).Where("id = ? AND state = ?", id, ExportExported).
-		Updates(map[string]any{"state": state, "updated_at": now()})
+	res := s.db.WithContext(ctx).Model(&Export{}).Where("id = ? AND state = ?", id, from).
+		Updates(map[string]any{"state": to, "updated_at": now()})
 	if res.Error != nil {
-		return false, fmt.Errorf("recording the end of an export: %w", res.Error)
+		return false, fmt.Errorf("recording the state of an export: %w", res.Error)
 	}
 	return res.RowsAffected == 1, nil
 }
 
-// ExpiredExports returns the exports still in state ExportExported whose expiry is
-// before at.
-func (s *Store) ExpiredExports(ctx context.Context, at time.Time) ([]Export, error) {
+// DueExports returns the exports whose read-only keys are to be revoked: those confirming
+// (a confirmation's revoke that has not succeeded yet), and those still exported whose
+// expiry is before at; oldest expiry first.
+func (s *Store) DueExports(ctx context.Context, at time.Time) ([]Export, error) {
 	var out []Export
-	if err := s.db.WithContext(ctx).Where("state = ? AND expires_at < ?", ExportExported, at.UTC()).Order("expires_at").Find(&out).Error; err != nil {
-		return nil, fmt.Errorf("listing expired exports: %w", err)
+	err := s.db.WithContext(ctx).Where("state = ? OR (state = ? AND expires_at < ?)", ExportConfirming, ExportExported, at.UTC()).
+		Order("expires_at").Find(&out).Error
+	if err != nil {
+		return nil, fmt.Errorf("listing the exports to revoke: %w", err)
 	}
 	return out, nil
 }

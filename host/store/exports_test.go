@@ -12,8 +12,9 @@ import (
 	"github.com/fedhost/fedhost/host/store"
 )
 
-// An export is recorded with its apps, found by id and as its deployment's latest, listed
-// once expired, ended once (of two ends, one wins), and refused over its bounds or for
+// An export is recorded with its apps, found by id and as its deployment's latest, due once
+// expired or while confirming, moved only along exported -> confirming -> confirmed or
+// exported -> revoked, each move once, and refused over its bounds or for
 // no deployment.
 func TestExports(t *testing.T) {
 	t.Parallel()
@@ -36,25 +37,44 @@ func TestExports(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "x1", latest.ID)
 
-		expired, err := st.ExpiredExports(ctx, time.Now())
+		due, err := st.DueExports(ctx, time.Now())
 		require.NoError(t, err)
-		require.Empty(t, expired)
-		expired, err = st.ExpiredExports(ctx, expires.Add(time.Minute))
+		require.Empty(t, due)
+		due, err = st.DueExports(ctx, expires.Add(time.Minute))
 		require.NoError(t, err)
-		require.Len(t, expired, 1)
+		require.Len(t, due, 1, "an expired export is due")
 
-		won, err := st.FinishExport(ctx, "x1", store.ExportConfirmed)
+		_, err = st.FinishExport(ctx, "x1", store.ExportExported, store.ExportConfirmed)
+		require.Error(t, err, "a confirmation goes through confirming")
+		won, err := st.FinishExport(ctx, "x1", store.ExportExported, store.ExportConfirming)
 		require.NoError(t, err)
 		require.True(t, won)
-		won, err = st.FinishExport(ctx, "x1", store.ExportRevoked)
+		won, err = st.FinishExport(ctx, "x1", store.ExportExported, store.ExportRevoked)
+		require.NoError(t, err)
+		require.False(t, won, "a confirming export does not expire")
+		due, err = st.DueExports(ctx, time.Now())
+		require.NoError(t, err)
+		require.Len(t, due, 1, "a confirming export is due before its expiry: its revoke is retried")
+		won, err = st.FinishExport(ctx, "x1", store.ExportConfirming, store.ExportConfirmed)
+		require.NoError(t, err)
+		require.True(t, won)
+		won, err = st.FinishExport(ctx, "x1", store.ExportConfirming, store.ExportConfirmed)
 		require.NoError(t, err)
 		require.False(t, won, "an export ends once")
 		got, err = st.GetExport(ctx, "x1")
 		require.NoError(t, err)
 		require.Equal(t, store.ExportConfirmed, got.State)
-		expired, err = st.ExpiredExports(ctx, expires.Add(time.Minute))
+		due, err = st.DueExports(ctx, expires.Add(time.Minute))
 		require.NoError(t, err)
-		require.Empty(t, expired, "an ended export is not revoked again")
+		require.Empty(t, due, "an ended export is not revoked again")
+
+		x4, err := st.CreateExport(ctx, "x4", d.ID, "digest", apps, expires)
+		require.NoError(t, err)
+		won, err = st.FinishExport(ctx, x4.ID, store.ExportExported, store.ExportRevoked)
+		require.NoError(t, err)
+		require.True(t, won, "an expired export is revoked")
+		_, err = st.FinishExport(ctx, x4.ID, store.ExportRevoked, store.ExportConfirmed)
+		require.Error(t, err, "a revoked export stays revoked")
 
 		_, err = st.CreateExport(ctx, "x2", d.ID, "digest", map[string]store.ExportApp{"miniflux": {Snapshot: strings.Repeat("a", 200)}}, expires)
 		require.Error(t, err, "a snapshot id over the bound is refused")

@@ -70,6 +70,9 @@ const (
 	// OperationExport stops the nodes, takes a final backup of each app and mints read-only
 	// keys to the backups for a move to another fedhost (host/deploy/export.go).
 	OperationExport = "export"
+	// OperationRevokeExport takes an export's read-only keys back, after the target's
+	// confirmation or the expiry (host/deploy/export.go).
+	OperationRevokeExport = "revoke-export"
 )
 
 // Build is one run of deploying a deployment's configuration.
