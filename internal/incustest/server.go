@@ -4,11 +4,12 @@
 // driver that talks to it: TLS with a client certificate required and an unknown one
 // refused 403, the sync, async and error envelopes, background operations that end a
 // little later and can fail, instances with a state, their files, proxy devices and
-// custom volumes, and Incus's 404 and 409 errors.
+// custom volumes, Incus's 404 and 409 errors, and the websocket form of exec (exec.go).
 //
 // It runs no containers. An instance that is started listens on its proxy devices'
 // listen addresses itself and answers there as the stand-in of the node's process
-// (see standIn), reading the files the driver wrote into it.
+// (see standIn), reading the files the driver wrote into it. An exec runs its command
+// for real, on this machine, in a directory of the instance (see execHandler).
 package incustest
 
 import (
@@ -21,6 +22,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"path"
 	"regexp"
 	"sort"
@@ -56,11 +58,10 @@ type Server struct {
 	instances  map[string]*instance // by name (project default only, and the test project)
 	volumes    map[string]*volume   // by pool/name
 	ops        map[string]*operation
-	failNext   map[string]string  // operation description -> error of its next run
-	extensions []string           // the api_extensions GET /1.0 names
-	requests   []string           // method and path of each request, for tests
-	commands   map[string]Command // the exec table, by the command's first word
-	execLogs   map[string][]byte  // recorded exec output, by instance/file
+	failNext   map[string]string // operation description -> error of its next run
+	extensions []string          // the api_extensions GET /1.0 names
+	requests   []string          // method and path of each request, for tests
+	dir        string            // the server's directory: certificates, instances/<name>
 }
 
 type file struct {
@@ -82,6 +83,7 @@ type instance struct {
 	Files    map[string]*file
 	Console  []string
 	servers  []*http.Server // the stand-in on each proxy device
+	execs    []*os.Process  // the processes of its running execs
 }
 
 type volume struct {
@@ -97,7 +99,9 @@ type operation struct {
 	StatusCode  int
 	Err         string
 	Metadata    any
-	cancel      chan struct{} // closed by DELETE on an exec operation
+	Class       string                                       // task, or websocket (an exec)
+	onCancel    func()                                       // what DELETE does, for an operation that may be cancelled
+	connect     func(w http.ResponseWriter, r *http.Request) // its websockets, for class websocket
 	done        chan struct{}
 }
 
@@ -133,7 +137,7 @@ func Start(dir string, images ...Image) (*Server, error) {
 		URL: "https://" + ln.Addr().String(), CertFile: certFile, Fingerprint: fp,
 		ClientCertFile: clientCert, ClientKeyFile: clientKey, opDelay: 20 * time.Millisecond,
 		ln: ln, trusted: map[string]bool{clientFP: true}, images: images,
-		instances: map[string]*instance{}, volumes: map[string]*volume{}, ops: map[string]*operation{}, failNext: map[string]string{}, commands: map[string]Command{}, execLogs: map[string][]byte{},
+		instances: map[string]*instance{}, volumes: map[string]*volume{}, ops: map[string]*operation{}, failNext: map[string]string{}, dir: dir,
 		extensions: defaultExtensions,
 	}
 	s.hs = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
@@ -271,6 +275,9 @@ func (in *instance) stop() {
 		hs.Close() // its listener and the connections it has, as a stopped forkproxy
 	}
 	in.servers = nil
+	for _, p := range in.execs {
+		p.Kill() // as the container's processes end when it stops
+	}
 	in.Running = false
 }
 
@@ -290,8 +297,12 @@ func errorResp(w http.ResponseWriter, code int, msg string) {
 }
 
 func (op *operation) json() map[string]any {
-	return map[string]any{"id": op.ID, "class": "task", "description": op.Description, "status": op.Status, "status_code": op.StatusCode,
-		"err": op.Err, "may_cancel": op.cancel != nil, "created_at": time.Now().UTC().Format(time.RFC3339Nano), "metadata": op.Metadata, "resources": map[string]any{}}
+	class := op.Class
+	if class == "" {
+		class = "task"
+	}
+	return map[string]any{"id": op.ID, "class": class, "description": op.Description, "status": op.Status, "status_code": op.StatusCode,
+		"err": op.Err, "may_cancel": op.onCancel != nil, "created_at": time.Now().UTC().Format(time.RFC3339Nano), "metadata": op.Metadata, "resources": map[string]any{}}
 }
 
 // async starts a background operation that runs fn after the server's delay; its error
@@ -363,6 +374,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if len(parts) == 4 && parts[1] == "operations" && parts[3] == "websocket" && r.Method == http.MethodGet {
+		// GET /1.0/operations/<id>/websocket: a websocket of the operation, served
+		// without the server's lock (incusd's operationWebsocketGet).
+		s.mu.Lock()
+		op, ok := s.ops[parts[2]]
+		s.mu.Unlock()
+		if !ok {
+			errorResp(w, http.StatusNotFound, "Operation not found")
+			return
+		}
+		s.connectOperation(w, r, op)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
@@ -375,10 +399,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		sub := ""
-		if len(parts) == 6 && parts[3] == "logs" && parts[4] == "exec-output" {
-			s.execLogHandler(w, r, in, parts[5])
-			return
-		}
 		if len(parts) == 4 {
 			sub = parts[3]
 		} else if len(parts) > 4 {
@@ -582,7 +602,7 @@ func (s *Server) instanceHandler(w http.ResponseWriter, r *http.Request, in *ins
 		}
 		s.async(w, "Deleting instance", func() error {
 			delete(s.instances, in.Name)
-			return nil
+			return os.RemoveAll(s.instanceDir(in.Name))
 		})
 	case sub == "state" && r.Method == http.MethodGet:
 		j := in.json()

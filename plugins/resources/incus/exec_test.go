@@ -3,41 +3,18 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/fedhost/fedhost/internal/incustest"
 	"github.com/fedhost/fedhost/sdk/contract"
 	"github.com/fedhost/fedhost/sdk/resource"
 	"github.com/stretchr/testify/require"
 )
-
-// execTable puts in the test server the commands the exec tests run: /bin/sh only as the
-// driver's stdin runner, greet (its args, env and stdin; status 3) and sleep (until cancelled).
-func execTable(s *incustest.Server) {
-	s.SetCommand("/bin/sh", func(c incustest.ExecCall) (string, string, int) {
-		if len(c.Args) < 6 || c.Args[1] != "-c" || c.Args[2] != stdinRunner {
-			return "", "incustest: /bin/sh runs the stdin runner only\n", 2
-		}
-		in, ok := c.ReadFile(c.Args[4])
-		if !ok {
-			return "", "sh: cannot open the stdin file\n", 126
-		}
-		c.Stdin = in
-		return c.Run(c.Args[5:])
-	})
-	s.SetCommand("greet", func(c incustest.ExecCall) (string, string, int) {
-		return fmt.Sprintf("args=%s extra=%s stdin=%s", strings.Join(c.Args[1:], ","), c.Env["FEDHOST_KIT"], c.Stdin), "oops\n", 3
-	})
-	s.SetCommand("sleep", func(c incustest.ExecCall) (string, string, int) {
-		select {
-		case <-c.Stop:
-		case <-time.After(5 * time.Minute):
-		}
-		return "", "", 0
-	})
-}
 
 func countPrefix(reqs []string, prefix string) int {
 	n := 0
@@ -49,61 +26,222 @@ func countPrefix(reqs []string, prefix string) int {
 	return n
 }
 
+// gone reports whether a process of this machine has ended (no longer there, or a
+// zombie): the test server runs the commands here.
+func gone(pid string) bool {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	s = s[strings.LastIndexByte(s, ')')+2:]
+	return strings.HasPrefix(s, "Z")
+}
+
+func waitGone(t *testing.T, pids ...string) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for _, pid := range pids {
+		_, err := strconv.Atoi(pid)
+		require.NoError(t, err, "not a pid: %q", pid)
+		for !gone(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("process %s still runs after Exec returned", pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// output collects a command's output as it comes, with the time of its first byte.
+type output struct {
+	mu       sync.Mutex
+	start    time.Time
+	first    time.Duration
+	streams  map[string]*strings.Builder
+	maxChunk int
+	lines    chan string
+}
+
+func newOutput() *output {
+	return &output{start: time.Now(), streams: map[string]*strings.Builder{"stdout": {}, "stderr": {}}, lines: make(chan string, 100)}
+}
+
+func (o *output) add(x resource.ExecOutput) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.first == 0 {
+		o.first = time.Since(o.start)
+	}
+	o.maxChunk = max(o.maxChunk, len(x.Data))
+	b, ok := o.streams[x.Stream]
+	if !ok {
+		return fmt.Errorf("stream %q", x.Stream)
+	}
+	b.Write(x.Data)
+	if x.Stream == "stdout" {
+		for _, l := range strings.SplitAfter(string(x.Data), "\n") {
+			if strings.HasSuffix(l, "\n") {
+				select {
+				case o.lines <- strings.TrimSpace(l):
+				default:
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (o *output) text(stream string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.streams[stream].String()
+}
+
 func TestExec(t *testing.T) {
-	execTable(srv)
 	rc := start(t, settingsJSON(nil))
 	ctx := context.Background()
 	req := resource.Request{Tenant: "t1", Instance: "exec", Type: contract.Instance, Spec: nodeSpec(nil), Secrets: testSecrets}
-	_, err := rc.Provision(ctx, req)
+	res0, err := rc.Provision(ctx, req)
+	require.NoError(t, err)
+	addr, err := addressOf(res0.Data)
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: "t1", Instance: "exec", Type: contract.Instance, Spec: req.Spec})
 	})
 	name := instanceName("t1", "exec")
-	run := func(r resource.ExecRequest) (resource.ExecResult, map[string]string, error) {
-		r.Tenant, r.Instance, r.Type = "t1", "exec", contract.Instance
-		out := map[string]string{}
-		res, err := rc.Exec(ctx, r, func(o resource.ExecOutput) error { out[o.Stream] += string(o.Data); return nil })
+	sh := func(script string) resource.ExecRequest {
+		return resource.ExecRequest{Tenant: "t1", Instance: "exec", Type: contract.Instance, Spec: req.Spec, Binary: "sh", Args: []string{"-c", script, "sh"}}
+	}
+	run := func(r resource.ExecRequest) (resource.ExecResult, *output, error) {
+		out := newOutput()
+		res, err := rc.Exec(ctx, r, out.add)
 		return res, out, err
 	}
 
-	before := len(srv.Requests())
-	res, out, err := run(resource.ExecRequest{Binary: "greet", Args: []string{"a", "b c"}, Env: map[string]string{"FEDHOST_KIT": "kit value"}, Stdin: []byte("s3cret-input")})
-	require.NoError(t, err)
-	require.Equal(t, 3, res.ExitCode, res.Status)
-	require.Equal(t, "args=a,b c extra=kit value stdin=s3cret-input", out["stdout"])
-	require.Equal(t, "oops\n", out["stderr"])
-	reqs := srv.Requests()[before:]
-	require.Equal(t, 1, countPrefix(reqs, "POST /1.0/instances/"+name+"/files"), "stdin is pushed as one file: %v", reqs)
-	require.Equal(t, 1, countPrefix(reqs, "POST /1.0/instances/"+name+"/exec"), reqs)
-	require.Equal(t, 2, countPrefix(reqs, "DELETE /1.0/instances/"+name+"/logs/exec-output/"), "the recorded output is removed: %v", reqs)
-	require.Equal(t, 0, countPrefix(reqs, "DELETE /1.0/operations/"), reqs)
-	for _, r := range reqs {
-		require.NotContains(t, r, "s3cret-input")
-	}
+	t.Run("streams_env_stdin_status", func(t *testing.T) {
+		t.Setenv("FEDHOST_NOT_IN_THE_INSTANCE", "leak")
+		before := len(srv.Requests())
+		r := sh(`echo "args=$1,$2 data=$DATA_DIR extra=$FEDHOST_KIT port=$PORT home=$HOME leak=$FEDHOST_NOT_IN_THE_INSTANCE"; read -r line; echo "stdin=$line"; pwd >&2; echo oops >&2; exit 3`)
+		r.Args = append(r.Args, "a", "${port:http}")
+		r.Env = map[string]string{"FEDHOST_KIT": "kit value", "PORT": "${port:http}"}
+		r.Stdin = []byte("s3cret-input\n")
+		res, out, err := run(r)
+		require.NoError(t, err)
+		require.Equal(t, 3, res.ExitCode, res.Status)
+		_, port, _ := strings.Cut(addr, ":")
+		require.Equal(t, fmt.Sprintf("args=a,%s data=/var/lib/node extra=kit value port=%s home=/root leak=\nstdin=s3cret-input\n", port, port), out.text("stdout"))
+		require.Equal(t, "oops\n", strings.SplitN(out.text("stderr"), "\n", 2)[1])
+		require.True(t, strings.HasSuffix(strings.SplitN(out.text("stderr"), "\n", 2)[0], filepath.Join("instances", name, "srv", "fedhost")), "the command runs in the instance's node_dir: %q", out.text("stderr"))
+		reqs := srv.Requests()[before:]
+		require.Equal(t, 1, countPrefix(reqs, "POST /1.0/instances/"+name+"/exec"), reqs)
+		ws := 0
+		for _, r := range reqs {
+			if strings.HasPrefix(r, "GET /1.0/operations/") && strings.HasSuffix(r, "/websocket") {
+				ws++
+			}
+		}
+		require.Equal(t, 4, ws, "control, stdin, stdout and stderr websockets: %v", reqs)
+		require.Equal(t, 0, countPrefix(reqs, "POST /1.0/instances/"+name+"/files"), "stdin goes over its websocket: %v", reqs)
+		require.Equal(t, 0, countPrefix(reqs, "DELETE /1.0/operations/"), reqs)
+		for _, r := range reqs {
+			require.NotContains(t, r, "s3cret-input")
+		}
+	})
 
-	res, out, err = run(resource.ExecRequest{Binary: "nothere"})
-	require.NoError(t, err)
-	require.Equal(t, 127, res.ExitCode)
-	require.Contains(t, out["stderr"], "not found")
+	t.Run("output_while_it_runs", func(t *testing.T) {
+		start := time.Now()
+		res, out, err := run(sh(`echo first; sleep 1.5; echo second`))
+		require.NoError(t, err)
+		require.Equal(t, 0, res.ExitCode)
+		require.Equal(t, "first\nsecond\n", out.text("stdout"))
+		require.Less(t, out.first, time.Second, "the first line came only at the end")
+		require.GreaterOrEqual(t, time.Since(start), 1500*time.Millisecond)
+	})
 
-	// A timeout cancels the operation and reports TimedOut; a cancel returns ctx's error.
-	before = len(srv.Requests())
-	res, _, err = run(resource.ExecRequest{Binary: "sleep", Args: []string{"300"}, Timeout: time.Second})
-	require.NoError(t, err)
-	require.True(t, res.TimedOut, res.Status)
-	require.Equal(t, 1, countPrefix(srv.Requests()[before:], "DELETE /1.0/operations/"))
+	t.Run("large_output_and_stdin", func(t *testing.T) {
+		res, out, err := run(sh(`head -c 1048576 /dev/zero | tr '\0' x`))
+		require.NoError(t, err)
+		require.Equal(t, 0, res.ExitCode)
+		require.Equal(t, strings.Repeat("x", 1<<20), out.text("stdout"))
+		require.LessOrEqual(t, out.maxChunk, execChunk)
 
-	cctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	before = len(srv.Requests())
-	_, err = rc.Exec(cctx, resource.ExecRequest{Tenant: "t1", Instance: "exec", Type: contract.Instance, Binary: "sleep"}, func(resource.ExecOutput) error { return nil })
-	require.Error(t, err)
-	time.Sleep(200 * time.Millisecond)
-	require.Equal(t, 1, countPrefix(srv.Requests()[before:], "DELETE /1.0/operations/"), "a cancelled command's operation is cancelled")
+		r := sh(`wc -c`)
+		r.Stdin = []byte(strings.Repeat("y", 300<<10))
+		res, out, err = run(r)
+		require.NoError(t, err)
+		require.Equal(t, 0, res.ExitCode)
+		require.Equal(t, strconv.Itoa(300<<10), strings.TrimSpace(out.text("stdout")))
 
-	_, _, err = run(resource.ExecRequest{Binary: "greet", TTY: true})
-	require.Error(t, err, "a terminal is refused")
-	_, err = rc.Exec(ctx, resource.ExecRequest{Tenant: "t1", Instance: "gone", Type: contract.Instance, Binary: "greet"}, func(resource.ExecOutput) error { return nil })
-	require.ErrorContains(t, err, "provision it first")
+		res, out, err = run(sh(`cat`)) // no stdin: closed at once
+		require.NoError(t, err)
+		require.Equal(t, 0, res.ExitCode)
+		require.Empty(t, out.text("stdout"))
+	})
+
+	t.Run("not_found", func(t *testing.T) {
+		res, out, err := run(resource.ExecRequest{Tenant: "t1", Instance: "exec", Type: contract.Instance, Binary: "fedhost-nothere"})
+		require.NoError(t, err)
+		require.Equal(t, 127, res.ExitCode, res.Status)
+		require.Contains(t, res.Status, "Command not found")
+		require.Contains(t, out.text("stderr"), "fedhost-nothere")
+	})
+
+	t.Run("left_running_is_killed", func(t *testing.T) {
+		res, out, err := run(sh(`sleep 300 & echo $!; exit 0`))
+		require.NoError(t, err)
+		require.Equal(t, 0, res.ExitCode)
+		waitGone(t, strings.TrimSpace(out.text("stdout")))
+	})
+
+	// A timeout of a command that ignores SIGTERM: the wrapper kills its group.
+	t.Run("timeout_ignoring_sigterm", func(t *testing.T) {
+		before := len(srv.Requests())
+		r := sh(`trap "" TERM; sleep 300 & echo "$$ $!"; wait; wait`)
+		r.Timeout = time.Second
+		start := time.Now()
+		res, out, err := run(r)
+		require.NoError(t, err)
+		require.True(t, res.TimedOut, res.Status)
+		require.Equal(t, -1, res.ExitCode)
+		require.Less(t, time.Since(start), r.Timeout+execGrace, "the group was not killed by the wrapper: %s", res.Status)
+		waitGone(t, strings.Fields(out.text("stdout"))...)
+		require.Equal(t, 0, countPrefix(srv.Requests()[before:], "DELETE /1.0/operations/"), "the signals end it; no DELETE is needed")
+	})
+
+	t.Run("cancel", func(t *testing.T) {
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		out := newOutput()
+		done := make(chan error, 1)
+		go func() {
+			_, err := rc.Exec(cctx, sh(`sleep 300 & echo "$$ $!"; wait`), out.add)
+			done <- err
+		}()
+		var pids string
+		select {
+		case pids = <-out.lines:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no output while the command runs")
+		}
+		start := time.Now()
+		cancel()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, context.Canceled)
+		case <-time.After(execGrace + execKillWait + 5*time.Second):
+			t.Fatal("a cancelled Exec did not return")
+		}
+		require.Less(t, time.Since(start), 2*time.Second, "SIGTERM ends a command that does not ignore it at once")
+		waitGone(t, strings.Fields(pids)...)
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		_, _, err := run(resource.ExecRequest{Tenant: "t1", Instance: "exec", Type: contract.Instance, Binary: "sh", TTY: true})
+		require.Error(t, err, "a terminal is refused")
+		_, _, err = run(resource.ExecRequest{Tenant: "t1", Instance: "gone", Type: contract.Instance, Binary: "sh"})
+		require.ErrorContains(t, err, "provision it first")
+		_, _, err = run(sh(`echo ${secret:token}`))
+		require.Error(t, err, "a secret placeholder in args is refused")
+	})
 }

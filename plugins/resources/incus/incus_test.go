@@ -28,6 +28,9 @@ import (
 	"github.com/fedhost/fedhost/sdk/resource"
 )
 
+// buildFlags are the plugin's go build flags (race_test.go adds -race).
+var buildFlags []string
+
 // Built and started once by TestMain: the plugin and the Incus test server.
 var (
 	pluginBin, testDir string
@@ -47,7 +50,7 @@ func TestMain(m *testing.M) {
 	plugintest.MainWithServer(m, "incus", func(dir string) (func(), error) {
 		testDir = dir
 		pluginBin = filepath.Join(dir, "bin", "fedhost-resource-incus")
-		if out, err := exec.Command("go", "build", "-o", pluginBin, ".").CombinedOutput(); err != nil {
+		if out, err := exec.Command("go", append(append([]string{"build"}, buildFlags...), "-o", pluginBin, ".")...).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("go build: %v\n%s", err, out)
 		}
 		s, err := incustest.Start(dir,
@@ -148,13 +151,14 @@ func addressOf(raw json.RawMessage) (string, error) {
 
 func TestConformance(t *testing.T) {
 	conformance.Resource(t, pluginBin, conformance.ResourceCase{
-		ExecUnchecked: "the incus driver records a command's output and sends it after the end (the kit wants it while the command runs), and the test server runs commands from a table, not a shell; TestExec checks the driver's exec",
-		Type:          contract.Instance,
-		Settings:      settingsJSON(nil),
-		Request:       nodeSpec(nil),
-		Secrets:       testSecrets,
-		Invalid:       nodeSpec(func(s *contract.InstanceRequest) { s.Artifact = contract.Artifact{Binary: "miniflux"} }),
-		InvalidField:  "request/artifact/binary",
+		// The test server runs the commands on this machine (internal/incustest, exec.go).
+		Exec:         &conformance.ExecCase{Shell: "sh", EnvName: "DATA_DIR", EnvValue: "/var/lib/node"},
+		Type:         contract.Instance,
+		Settings:     settingsJSON(nil),
+		Request:      nodeSpec(nil),
+		Secrets:      testSecrets,
+		Invalid:      nodeSpec(func(s *contract.InstanceRequest) { s.Artifact = contract.Artifact{Binary: "miniflux"} }),
+		InvalidField: "request/artifact/binary",
 		Access: func(_ context.Context, from, to conformance.Provisioned) error {
 			fromAddr, err := addressOf(from.Result)
 			if err != nil {
