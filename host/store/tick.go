@@ -57,19 +57,33 @@ func migrateTickDue(tx *gorm.DB) error {
 	); err != nil {
 		return err
 	}
+	return setRenewAfter(tx)
+}
+
+// setRenewAfter sets the renew_after of every tls row from its result.
+func setRenewAfter(tx *gorm.DB) error {
+	// In pages of the primary key: a certificate chain is kilobytes, and a host may hold
+	// a hundred thousand.
 	type row struct{ DeploymentID, Name, Result string }
-	var rows []row
-	if err := tx.Raw(`SELECT deployment_id, name, result FROM resources WHERE type = 'tls'`).Scan(&rows).Error; err != nil {
-		return fmt.Errorf("reading the tls rows: %w", err)
-	}
-	for _, r := range rows {
-		if at := renewAfter("tls", r.Result); at != nil {
-			if err := tx.Exec(`UPDATE resources SET renew_after = ? WHERE deployment_id = ? AND name = ?`, *at, r.DeploymentID, r.Name).Error; err != nil {
-				return fmt.Errorf("setting renew_after: %w", err)
+	var last row
+	for {
+		var rows []row
+		if err := tx.Raw(`SELECT deployment_id, name, result FROM resources WHERE type = 'tls' AND (deployment_id > ? OR (deployment_id = ? AND name > ?))
+			ORDER BY deployment_id, name LIMIT 500`, last.DeploymentID, last.DeploymentID, last.Name).Scan(&rows).Error; err != nil {
+			return fmt.Errorf("reading the tls rows: %w", err)
+		}
+		if len(rows) == 0 {
+			return nil
+		}
+		for _, r := range rows {
+			if at := renewAfter("tls", r.Result); at != nil {
+				if err := tx.Exec(`UPDATE resources SET renew_after = ? WHERE deployment_id = ? AND name = ?`, *at, r.DeploymentID, r.Name).Error; err != nil {
+					return fmt.Errorf("setting renew_after: %w", err)
+				}
 			}
 		}
+		last = rows[len(rows)-1]
 	}
-	return nil
 }
 
 // DeploymentsByIDs returns the deployments of ids, newest first (the order of
