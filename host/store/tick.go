@@ -49,7 +49,8 @@ func migrateTickDue(tx *gorm.DB) error {
 	if err := execAll(tx,
 		`ALTER TABLE resources ADD COLUMN renew_after {ts}`,
 		`CREATE INDEX resources_renew_after ON resources (type, renew_after)`,
-		`CREATE INDEX resources_type ON resources (type, deployment_id)`,
+		// Covering: the backups' anti-join reads the index alone, not the rows with their results.
+		`CREATE INDEX resources_type ON resources (type, deployment_id, app, state)`,
 		`CREATE INDEX resources_name ON resources (name)`,
 		`CREATE INDEX app_backups_last_attempt ON app_backups (app, last_attempt_at)`,
 		`CREATE INDEX app_backups_last_drill ON app_backups (last_drill_at)`,
