@@ -75,7 +75,7 @@ test: packages build test-artifacts
 bench:
 	cd sdk && $(GO) test -run '^$$' -bench Call -benchtime 2000x -count 1 ./bench/
 	cd sdk && $(GO) test -run '^$$' -bench Start -benchtime 100x -count 1 ./bench/
-	$(GO) test -run '^$$' -bench Tick -benchmem -benchtime 10x -count 1 ./scheduler/ ./host/deploy/
+	$(GO) test -run '^$$' -bench 'Tick$$|EngineTick' -benchmem -benchtime 10x -count 1 ./scheduler/ ./host/deploy/
 	$(GO) test -run '^$$' -bench 'FrontDoor$$' -benchtime 3000x -count 1 ./plugins/resources/caddy/
 	$(GO) test -run '^$$' -bench FrontDoorWrk -benchtime 1x -count 1 ./plugins/resources/caddy/
 	$(GO) test -run '^$$' -bench RouteChange -benchtime 50x -count 1 ./plugins/resources/caddy/

@@ -171,26 +171,72 @@ func stale(rec store.AppBackup, now time.Time) bool {
 // per deployment and tick, and one that cannot be queued now is tried at the next tick.
 // It returns the builds it queued.
 func (e *Engine) RunBackups(ctx context.Context, now time.Time) ([]store.Build, error) {
-	ds, err := e.opts.Store.ListDeployments(ctx, "")
-	if err != nil {
-		return nil, err
-	}
-	return e.runBackups(ctx, now, ds)
+	return e.tickBackups(ctx, now)
 }
 
-func (e *Engine) runBackups(ctx context.Context, now time.Time, ds []store.Deployment) ([]store.Build, error) {
+// tickBackups is runBackups on the deployments the database gives as candidates
+// (store.BackupCandidates): those with an app to back up and no record yet, and those
+// with a record its app's schedule fired since. The newest time each app's schedule
+// fired at or before now is the cutoff; an app whose schedule does not parse, or fires
+// too rarely to find, has every record read, and runBackups reports it as before.
+func (e *Engine) tickBackups(ctx context.Context, now time.Time) ([]store.Build, error) {
 	now = now.UTC()
-	rows, err := e.opts.Store.ResourcesOfTypes(ctx, contract.PostgreSQL, contract.S3)
+	apps, err := e.opts.Store.BackedUpApps(ctx)
 	if err != nil {
 		return nil, err
 	}
+	cutoffs := map[string]time.Time{}
+	for _, app := range apps {
+		if _, schedule, err := e.backupPolicy(app); err == nil {
+			if at, ok := lastFire(schedule, now); ok {
+				cutoffs[app] = at
+			}
+		}
+	}
+	ids, err := e.opts.Store.BackupCandidates(ctx, backedUpStates, cutoffs)
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	ds, err := e.opts.Store.DeploymentsByIDs(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := e.opts.Store.ResourcesOfTypesOf(ctx, ids, contract.PostgreSQL, contract.S3)
+	if err != nil {
+		return nil, err
+	}
+	records, err := e.opts.Store.AppBackupsOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	return e.runBackups(ctx, now, ds, rows, records)
+}
+
+// backedUpStates are the states backedUp accepts, for the queries.
+var backedUpStates = []string{StateActive, StateFailed}
+
+// lastFire is the newest time schedule fires at or before now: cron has no previous
+// time, so it walks forward from windows further and further back, up to four years.
+func lastFire(schedule cron.Schedule, now time.Time) (time.Time, bool) {
+	for back := 2 * time.Hour; back <= 4*366*24*time.Hour; back *= 4 {
+		var last time.Time
+		for t := schedule.Next(now.Add(-back)); !t.IsZero() && !t.After(now); t = schedule.Next(t) {
+			last = t
+		}
+		if !last.IsZero() {
+			return last, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// runBackups decides on ds, with rows their postgresql and s3 resources and records their
+// backup records.
+func (e *Engine) runBackups(ctx context.Context, now time.Time, ds []store.Deployment, rows []store.Resource, records []store.AppBackup) ([]store.Build, error) {
+	now = now.UTC()
 	byDeployment := map[string][]store.Resource{}
 	for _, r := range rows {
 		byDeployment[r.DeploymentID] = append(byDeployment[r.DeploymentID], r)
-	}
-	records, err := e.opts.Store.AppBackups(ctx, "")
-	if err != nil {
-		return nil, err
 	}
 	recs := map[[2]string]store.AppBackup{}
 	for _, r := range records {
@@ -258,18 +304,19 @@ func (e *Engine) runBackups(ctx context.Context, now time.Time, ds []store.Deplo
 // (an update renews too), then due backups, then due restore drills, then the
 // apps' scheduled operations, then the daily domain snapshots and renewals, then the
 // syncs of the apps' roles with the directories.
+//
+// Each job asks the database for its candidates (host/store/tick.go) rather than reading
+// every deployment: what it reads grows with what is due, not with the deployments.
+// fullReadTick (fullread_test.go) is the tick that read everything, and
+// TestTickDecidesAsTheFullRead checks both decide the same.
 func (e *Engine) Tick(ctx context.Context, now time.Time) error {
-	ds, err := e.opts.Store.ListDeployments(ctx, "")
-	if err != nil {
-		return err
-	}
-	_, uerr := e.runUpdates(ctx, now, ds)
-	_, rerr := e.runRenewals(ctx, now, ds)
-	_, berr := e.runBackups(ctx, now, ds)
-	_, derr := e.runDrills(ctx, now, ds)
+	_, uerr := e.tickUpdates(ctx, now)
+	_, rerr := e.tickRenewals(ctx, now)
+	_, berr := e.tickBackups(ctx, now)
+	_, derr := e.tickDrills(ctx, now)
 	_, serr := e.runSchedules(ctx, now)
 	domerr := e.runDomainRenewals(ctx, now)
-	_, roleerr := e.runRoleSyncs(ctx, now, ds)
+	_, roleerr := e.tickRoleSyncs(ctx, now)
 	xerr := e.runExportExpiry(ctx, now)
 	return errors.Join(uerr, rerr, berr, derr, serr, domerr, roleerr, xerr)
 }

@@ -121,11 +121,27 @@ func (r *run) drillOnce(ctx context.Context, app string) (store.Drill, error) {
 // start of its backups before its first drill), one build per
 // deployment and tick, after the backups (Tick runs them first, and a deployment with a
 // build queued or running waits).
-func (e *Engine) runDrills(ctx context.Context, now time.Time, ds []store.Deployment) ([]store.Build, error) {
-	records, err := e.opts.Store.AppBackups(ctx, "")
+//
+// tickDrills gives it the deployments the database says have a drill due
+// (store.DrillCandidates) and their records.
+func (e *Engine) tickDrills(ctx context.Context, now time.Time) ([]store.Build, error) {
+	ids, err := e.opts.Store.DrillCandidates(ctx, backedUpStates, now.Add(-DrillEvery))
+	if err != nil || len(ids) == 0 {
+		return nil, err
+	}
+	ds, err := e.opts.Store.DeploymentsByIDs(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
+	records, err := e.opts.Store.AppBackupsOf(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	return e.runDrills(ctx, now, ds, records)
+}
+
+// runDrills decides on ds, with records their backup records.
+func (e *Engine) runDrills(ctx context.Context, now time.Time, ds []store.Deployment, records []store.AppBackup) ([]store.Build, error) {
 	byDeployment := map[string][]store.AppBackup{}
 	for _, r := range records {
 		byDeployment[r.DeploymentID] = append(byDeployment[r.DeploymentID], r)

@@ -24,11 +24,29 @@ const renewalRetry = time.Hour
 // route takes it, every other step only checks. Not while a build of the deployment is
 // queued or running, and not within an hour of a deploy build made since the
 // certificate was due, so a renewal that failed is tried again once an hour.
-func (e *Engine) runRenewals(ctx context.Context, now time.Time, ds []store.Deployment) ([]store.Build, error) {
-	rows, err := e.opts.Store.ResultsOfType(ctx, contract.TLS)
+//
+// tickRenewals gives it the rows the database says are due (store.DueCertificates, by
+// the renew_after column) and their deployments.
+func (e *Engine) tickRenewals(ctx context.Context, now time.Time) ([]store.Build, error) {
+	rows, err := e.opts.Store.DueCertificates(ctx, now, backedUpStates)
+	if err != nil || len(rows) == 0 {
+		return nil, err
+	}
+	ids := make([]string, 0, len(rows))
+	for i, row := range rows {
+		if i == 0 || rows[i-1].DeploymentID != row.DeploymentID {
+			ids = append(ids, row.DeploymentID)
+		}
+	}
+	ds, err := e.opts.Store.DeploymentsByIDs(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
+	return e.runRenewals(ctx, now, ds, rows)
+}
+
+// runRenewals decides on ds, with rows their tls resources.
+func (e *Engine) runRenewals(ctx context.Context, now time.Time, ds []store.Deployment, rows []store.Resource) ([]store.Build, error) {
 	due := map[string][]certificate{}
 	for _, row := range rows {
 		if c, ok := readCertificate(row); ok && !now.Before(c.renewAfter) {

@@ -155,6 +155,19 @@ func roleMembers(users []directory.User, groups []app.RoleGroup) map[string][]st
 // runRoleSyncs is the timer of the role syncs: each active deployment with a directory
 // whose last sync failed, or succeeded longer than RoleSyncInterval ago, or that has none
 // among its recent runs, gets one.
+// tickRoleSyncs is runRoleSyncs on the active deployments with a directory
+// (store.DeploymentsWithResource).
+func (e *Engine) tickRoleSyncs(ctx context.Context, now time.Time) (int, error) {
+	if e.opts.Catalog == nil {
+		return 0, nil
+	}
+	ds, err := e.opts.Store.DeploymentsWithResource(ctx, StateActive, DirectoryResource)
+	if err != nil || len(ds) == 0 {
+		return 0, err
+	}
+	return e.runRoleSyncs(ctx, now, ds)
+}
+
 func (e *Engine) runRoleSyncs(ctx context.Context, now time.Time, ds []store.Deployment) (int, error) {
 	if e.opts.Catalog == nil {
 		return 0, nil

@@ -92,9 +92,8 @@ func TestRolesFollowTheDirectory(t *testing.T) {
 	_, err = b.e.StartRun(ctx, b.d.ID, RunRequest{App: "opsapp", Operation: app.OperationSyncRoles, Input: json.RawMessage(`{"members": {}}`), Actor: "mallory"})
 	require.Error(t, err)
 
-	// A recent good sync: the timer queues none.
-	ds := []store.Deployment{b.d}
-	n, err := b.e.runRoleSyncs(ctx, b.clock.Now(), ds)
+	// A recent good sync: the timer (the tick's, on the deployments with a directory) queues none.
+	n, err := b.e.tickRoleSyncs(ctx, b.clock.Now())
 	require.NoError(t, err)
 	require.Zero(t, n)
 
@@ -102,7 +101,7 @@ func TestRolesFollowTheDirectory(t *testing.T) {
 	require.NoError(t, dir.Add(directory.User{Name: "fail", Groups: []string{"ops-admins"}}))
 	r, _ = sync("operator")
 	require.Equal(t, store.RunFailed, r.State)
-	n, err = b.e.runRoleSyncs(ctx, b.clock.Now(), ds)
+	n, err = b.e.tickRoleSyncs(ctx, b.clock.Now())
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	runs, err := b.st.ListRuns(ctx, b.d.ID, 1)
@@ -114,17 +113,17 @@ func TestRolesFollowTheDirectory(t *testing.T) {
 
 	// Once it holds again, the timer waits an interval after a good sync.
 	require.NoError(t, dir.Delete("fail"))
-	n, err = b.e.runRoleSyncs(ctx, b.clock.Now(), ds)
+	n, err = b.e.tickRoleSyncs(ctx, b.clock.Now())
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	runs, err = b.st.ListRuns(ctx, b.d.ID, 1)
 	require.NoError(t, err)
 	r = b.wait(t, runs[0].ID, finished)
 	require.Equal(t, store.RunSucceeded, r.State, r.Reason)
-	n, err = b.e.runRoleSyncs(ctx, b.clock.Now().Add(30*time.Minute), ds)
+	n, err = b.e.tickRoleSyncs(ctx, b.clock.Now().Add(30*time.Minute))
 	require.NoError(t, err)
 	require.Zero(t, n)
-	n, err = b.e.runRoleSyncs(ctx, b.clock.Now().Add(2*time.Hour), ds)
+	n, err = b.e.tickRoleSyncs(ctx, b.clock.Now().Add(2*time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 }

@@ -2,6 +2,8 @@ package deploy
 
 import (
 	"context"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -32,4 +34,42 @@ func BenchmarkEngineTickPostgreSQL(b *testing.B) {
 	for b.Loop() {
 		require.NoError(b, e.Tick(ctx, time.Now()))
 	}
+}
+
+// BenchmarkTickCandidates is the tick the old way and the new side by side in one run,
+// on PostgreSQL holding FEDHOST_SCALE_DEPLOYMENTS deployments made by internal/scalegen
+// (10,000 by default; nothing due): full-read reads every deployment, every tls,
+// postgresql and s3 row and every backup record and decides in Go (fullReadTick);
+// candidates is Tick, which asks the database for what is due.
+func BenchmarkTickCandidates(b *testing.B) {
+	ctx := context.Background()
+	n := 10000
+	if v := os.Getenv("FEDHOST_SCALE_DEPLOYMENTS"); v != "" {
+		var err error
+		n, err = strconv.Atoi(v)
+		require.NoError(b, err, "FEDHOST_SCALE_DEPLOYMENTS: give a number of deployments")
+	}
+	dsn := pgtest.DSN(b)
+	_, err := scalegen.Fill(ctx, dsn, scalegen.Options{Deployments: n})
+	require.NoError(b, err)
+	st, err := store.Open(ctx, store.Config{Database: dsn})
+	require.NoError(b, err)
+	defer st.Close()
+	e := New(Options{Store: st, Clock: time.Now})
+	q, err := queue.New(st, queue.Config{Builder: queue.BuilderFunc(func(context.Context, string, func(string, string)) error { return nil })})
+	require.NoError(b, err)
+	e.SetQueue(q)
+	b.Run("full-read", func(b *testing.B) {
+		for b.Loop() {
+			require.NoError(b, e.fullReadTick(ctx, time.Now()))
+		}
+	})
+	b.Run("candidates", func(b *testing.B) {
+		for b.Loop() {
+			require.NoError(b, e.Tick(ctx, time.Now()))
+		}
+	})
+	builds, err := st.ListAllBuilds(ctx, 1)
+	require.NoError(b, err)
+	require.Equal(b, store.OperationDeploy, builds[0].Operation, "nothing was due: the ticks queued no build")
 }

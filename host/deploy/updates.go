@@ -37,6 +37,17 @@ func (e *Engine) RunUpdates(ctx context.Context, now time.Time) ([]scheduler.Dec
 	return e.runUpdates(ctx, now, ds)
 }
 
+// tickUpdates is runUpdates on the deployments an update may be due for
+// (store.UpdateCandidates): the others' decisions say not due, and the tick does not
+// keep decisions.
+func (e *Engine) tickUpdates(ctx context.Context, now time.Time) ([]scheduler.Decision, error) {
+	ds, err := e.opts.Store.UpdateCandidates(ctx, e.newestRevision())
+	if err != nil || len(ds) == 0 {
+		return nil, err
+	}
+	return e.runUpdates(ctx, now, ds)
+}
+
 func (e *Engine) runUpdates(ctx context.Context, now time.Time, ds []store.Deployment) ([]scheduler.Decision, error) {
 	current := e.newestRevision() // "": nothing is due
 	byID := make(map[string]store.Deployment, len(ds))

@@ -256,6 +256,7 @@ func (s *Store) Resources(ctx context.Context, deploymentID string) ([]Resource,
 // PutResource inserts or replaces a resource.
 func (s *Store) PutResource(ctx context.Context, r Resource) error {
 	r.UpdatedAt = now()
+	r.RenewAfter = renewAfter(r.Type, r.Result)
 	if err := s.db.WithContext(ctx).Save(&r).Error; err != nil {
 		return fmt.Errorf("recording resource %s of deployment %s: %w", r.Name, r.DeploymentID, err)
 	}

@@ -35,6 +35,7 @@ var migrations = []migration{
 	migrate15,
 	migrateScale,
 	migrateExports,
+	migrateTickDue,
 }
 
 // SchemaVersion returns the schema version this binary knows.

@@ -152,7 +152,11 @@ type Resource struct {
 	SecretRefs     string
 	State          string
 	RetainUntil    *time.Time
-	UpdatedAt      time.Time
+	// RenewAfter is, for a tls row holding a certificate, when the scheduler renews it
+	// (its result's renew_after; the epoch when the result gives none, so that the tick
+	// reads it and decides); nil for every other row. PutResource sets it.
+	RenewAfter *time.Time
+	UpdatedAt  time.Time
 }
 
 // CatalogRevision is an immutable record of which version of each app a catalog offers.

@@ -226,7 +226,16 @@ func (g *gen) deployments(ctx context.Context, from, n int) (string, error) {
 		} {
 			spec := fmt.Sprintf(`{"name":%q,"namespace":%q}`, r.name, ns)
 			result := fmt.Sprintf(`{"host":"127.0.0.1","name":"%s-%s","password":{"ref":"%s/%s/password"}}`, ns, r.name, ns, r.name)
-			resources = append(resources, []any{id, r.name, "miniflux", r.typ, r.provider, spec, digest(spec), result, ns + "-secrets", "{}", "provisioned", nil, updated})
+			var renewAfter any
+			if r.typ == "tls" {
+				// A certificate of 90 days issued when the deployment was last built, due
+				// for renewal 30 days before it expires: not due at the next tick.
+				notAfter, renew := updated.Add(90*24*time.Hour).Truncate(time.Second), updated.Add(60*24*time.Hour).Truncate(time.Second)
+				result = fmt.Sprintf(`{"certificate":"-----BEGIN CERTIFICATE-----\nscalegen\n-----END CERTIFICATE-----\n","key":{"ref":"%s/%s/key"},"not_after":%q,"issuer":"scalegen CA","renew_after":%q}`,
+					ns, r.name, notAfter.Format(time.RFC3339), renew.Format(time.RFC3339))
+				renewAfter = renew
+			}
+			resources = append(resources, []any{id, r.name, "miniflux", r.typ, r.provider, spec, digest(spec), result, ns + "-secrets", "{}", "provisioned", nil, renewAfter, updated})
 		}
 		// Backed up and drilled a minute ago: nothing is due at the next tick, which
 		// measures the evaluation, not the builds it would queue.
@@ -241,7 +250,7 @@ func (g *gen) deployments(ctx context.Context, from, n int) (string, error) {
 			"update_policy", "update_window_start", "update_window_minutes", "time_zone", "node_host", "created_at", "updated_at"}, deps},
 		{"builds", []string{"id", "deployment_id", "state", "reason", "created_at", "started_at", "finished_at", "operation", "config", "job_id", "catalog_revision"}, builds},
 		{"build_events", []string{"build_id", "seq", "time", "step", "level", "message", "progress"}, events},
-		{"resources", []string{"deployment_id", "name", "app", "type", "provider", "spec", "spec_hash", "result", "secret_instance", "secret_refs", "state", "retain_until", "updated_at"}, resources},
+		{"resources", []string{"deployment_id", "name", "app", "type", "provider", "spec", "spec_hash", "result", "secret_instance", "secret_refs", "state", "retain_until", "renew_after", "updated_at"}, resources},
 		{"app_backups", []string{"deployment_id", "app", "since", "last_attempt_at", "last_build_id", "last_trigger", "last_success_at", "last_snapshot", "last_error", "failures", "last_drill_at", "last_good_drill_at"}, backups},
 		{"audit_events", []string{"seq", "time", "actor", "issuer", "action", "deployment_id", "build_id", "subject", "request_id", "result", "reason", "count", "prev_hash", "hash"}, audits},
 	} {
