@@ -33,7 +33,8 @@ type collected struct {
 	mu        sync.Mutex
 	stdout    strings.Builder
 	stderr    strings.Builder
-	firstLine chan string
+	firstLine chan string // never reassigned: read without the lock
+	lineSent  bool
 }
 
 func newCollected() *collected { return &collected{firstLine: make(chan string, 1)} }
@@ -44,9 +45,9 @@ func (c *collected) add(x resource.ExecOutput) error {
 	switch x.Stream {
 	case "stdout":
 		c.stdout.Write(x.Data)
-		if s := c.stdout.String(); c.firstLine != nil && strings.Contains(s, "\n") {
+		if s := c.stdout.String(); !c.lineSent && strings.Contains(s, "\n") {
 			c.firstLine <- strings.SplitN(s, "\n", 2)[0]
-			c.firstLine = nil
+			c.lineSent = true
 		}
 	case "stderr":
 		c.stderr.Write(x.Data)
