@@ -2,6 +2,7 @@ package ui
 
 import (
 	"errors"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -9,6 +10,7 @@ import (
 	"github.com/fedhost/fedhost/host/audit"
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/migration"
+	"github.com/fedhost/fedhost/host/store"
 )
 
 // importBody bounds an import's form: a whole migration string and room for the rest.
@@ -22,6 +24,9 @@ type importData struct {
 	// field of the preview only.
 	Plan      *deploy.ImportPlan
 	Migration string
+	// Contacts are the operator's, to choose the holder of a domain the import can
+	// transfer, when they have more than one.
+	Contacts []store.Contact
 }
 
 // importPage asks for a migration string, and optionally a name and a namespace.
@@ -52,7 +57,8 @@ func (u *UI) importDeployment(c *fiber.Ctx, s *session) error {
 		}
 		err = &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/migration", Message: msg}
 	} else {
-		plan, err = u.d.Engine.Import(s.ctx, deploy.ImportRequest{Payload: p, Owner: s.ID, Name: data.Name, Namespace: data.Namespace, Preview: preview})
+		plan, err = u.d.Engine.Import(s.ctx, deploy.ImportRequest{Payload: p, Owner: s.ID, Name: data.Name, Namespace: data.Namespace, Preview: preview,
+			Transfer: importTransfer(c)})
 	}
 	if !preview {
 		result, reason := resultOf(err)
@@ -78,8 +84,29 @@ func (u *UI) importDeployment(c *fiber.Ctx, s *session) error {
 		// The preview's answer holds the string once more, in the hidden field the
 		// Import button posts: acceptable only because this answer is never cached.
 		data.Plan, data.Migration = &plan, str
+		if plan.Domain.Action == "transfer" && plan.Domain.QuoteError == "" {
+			cs, err := u.d.Store.Contacts(s.ctx, s.ID)
+			if err != nil {
+				return err
+			}
+			if len(cs) > 1 {
+				data.Contacts = cs
+			}
+		}
 		c.Set(fiber.HeaderCacheControl, "no-store")
 		return u.render(c, fiber.StatusOK, "import", u.view(s, "Import "+plan.Name, "deployments", data))
 	}
 	return c.Redirect("/builds/"+plan.Build, fiber.StatusSeeOther)
+}
+
+// importTransfer is the confirmation of the domain's transfer the preview's form posts
+// when its box is ticked (the quote in its hidden fields, the contact chosen), else nil.
+func importTransfer(c *fiber.Ctx) *deploy.ImportTransfer {
+	if c.FormValue("transfer") == "" {
+		return nil
+	}
+	// A price that is not a number is 0, which the engine refuses naming the field.
+	price, _ := strconv.ParseInt(c.FormValue("transfer_price_micros"), 10, 64)
+	return &deploy.ImportTransfer{Registrar: c.FormValue("transfer_registrar"), ContactID: c.FormValue("transfer_contact"),
+		PriceMicros: price, Currency: c.FormValue("transfer_currency")}
 }

@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -15,8 +16,17 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/fedhost/fedhost/host/catalog"
+	"github.com/fedhost/fedhost/host/config"
 	"github.com/fedhost/fedhost/host/deploy"
 	"github.com/fedhost/fedhost/host/migration"
+	"github.com/fedhost/fedhost/host/plugins"
+	"github.com/fedhost/fedhost/host/queue"
+	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/internal/porkbuntest"
+	"github.com/fedhost/fedhost/sdk"
+	pluginclient "github.com/fedhost/fedhost/sdk/client"
+	"github.com/fedhost/fedhost/sdk/contract"
 	"github.com/fedhost/fedhost/ui"
 )
 
@@ -115,4 +125,109 @@ func TestImportScreenshots(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`form.narrow button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`table`))))
 	save("import-preview")
+}
+
+// setupTransferImport is setup with the real porkbun registrar plugin against a
+// Porkbun-shaped server that holds news.example.org elsewhere, the embedded secret
+// provider, a queue whose builds never run, and a string bringing the domain's auth code.
+func setupTransferImport(t *testing.T) (*bundle, string) {
+	t.Helper()
+	ctx := context.Background()
+	srv := porkbuntest.Start(porkbuntest.Options{})
+	t.Cleanup(srv.Close)
+	srv.Price("org", "9.73", "10.81", "9.73")
+	srv.External("news.example.org", "auth-code-of-news", time.Now().AddDate(0, 6, 0))
+	dir, keysDir := t.TempDir(), t.TempDir()
+	lock := plugins.Lock{}
+	for name, pkg := range map[string]string{"fedhost-registrar-porkbun": "../plugins/registrars/porkbun", "fedhost-resource-embedded": "../plugins/resources/embedded"} {
+		bin := filepath.Join(dir, name)
+		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		sum, err := pluginclient.FileSHA256(bin)
+		require.NoError(t, err)
+		lock[name] = sum
+	}
+	require.NoError(t, lock.Write(dir))
+	key, secret := filepath.Join(keysDir, "key"), filepath.Join(keysDir, "secret")
+	require.NoError(t, os.WriteFile(key, []byte(srv.APIKey), 0o600))
+	require.NoError(t, os.WriteFile(secret, []byte(srv.SecretKey), 0o600))
+	porkbun, _ := json.Marshal(map[string]any{"api_key_file": key, "secret_api_key_file": secret, "base_url": srv.URL, "retries": 0, "timeout_seconds": 2})
+	m, err := plugins.New(plugins.Options{Dir: dir, DataDir: t.TempDir(), Settings: func(desc sdk.Description) (json.RawMessage, bool) {
+		if desc.Name == "porkbun" {
+			return porkbun, true
+		}
+		return nil, true
+	}})
+	require.NoError(t, err)
+	require.NoError(t, m.Start(ctx))
+	t.Cleanup(m.Stop)
+	cat, err := catalog.Load(ctx, m)
+	require.NoError(t, err)
+	keys, err := migration.LoadKeys(t.TempDir())
+	require.NoError(t, err)
+	b := setupWith(t, func(o *deploy.Options, d *ui.Deps) {
+		o.Plugins, o.Catalog, d.Migration = m, cat, keys
+		o.Environment = []config.Resource{{Type: contract.Secret, Provider: "embedded"}}
+	})
+	q, err := queue.New(b.st, queue.Config{Builder: queue.BuilderFunc(func(context.Context, string, func(string, string)) error { return nil })})
+	require.NoError(t, err)
+	b.engine.SetQueue(q)
+	_, err = b.engine.RecordRevision(ctx)
+	require.NoError(t, err)
+	now := time.Now().UTC()
+	s, err := migration.Seal(migration.Payload{ID: strings.Repeat("ab", 16), CreatedAt: now, ExpiresAt: now.Add(time.Hour),
+		Source:          migration.Source{URL: "https://old.example/", ConfirmToken: strings.Repeat("c", 32)},
+		Deployment:      migration.Deployment{ID: "old-id", Name: "Old news", Namespace: "oldnews"},
+		CatalogRevision: "r1", Versions: map[string]string{}, Config: json.RawMessage(`{"domain":"news.example.org","apps":{}}`),
+		Domain: migration.Domain{Name: "news.example.org", Registered: true, AuthCode: "auth-code-of-news"}}, keys.Recipient())
+	require.NoError(t, err)
+	return b, s
+}
+
+// The preview quotes the domain's transfer (registrar, price, the holder chosen among the
+// operator's contacts) with an unticked box; the import with the box ticked confirms
+// that quote: the deployment keeps the auth code for its first build's transfer.
+func TestImportTransferCheckbox(t *testing.T) {
+	ctx := context.Background()
+	b, s := setupTransferImport(t)
+	alice := b.as(t, "alice")
+	var contacts []store.Contact
+	for _, name := range []string{"Alice Acme", "Acme Hostmaster"} {
+		c, err := b.engine.SaveContact(ctx, b.users["alice"].ID, store.Contact{Name: name, Email: "hostmaster@news.example.org", Phone: "+4930123456",
+			Street: "Hauptstr. 1", City: "Berlin", PostalCode: "10115", Country: "DE"})
+		require.NoError(t, err)
+		contacts = append(contacts, c)
+	}
+	res, body := alice.post(t, "/deployments/import", url.Values{"migration": {s}, "preview": {"1"}})
+	require.Equal(t, http.StatusOK, res.StatusCode, body)
+	require.Contains(t, body, "can be transferred to porkbun with the auth code the string brings for 9.73 USD, held by Alice Acme.")
+	require.Contains(t, body, `<input type="checkbox" id="import-transfer" name="transfer" value="1" aria-describedby="import-transfer-help">`)
+	require.Contains(t, body, `<label for="import-transfer">Transfer news.example.org to porkbun for 9.73 USD</label>`)
+	require.Contains(t, body, `<input type="hidden" name="transfer_price_micros" value="9730000">`)
+	require.Contains(t, body, `<input type="hidden" name="transfer_currency" value="USD">`)
+	require.Contains(t, body, `<option value="`+contacts[0].ID+`" selected>Alice Acme (hostmaster@news.example.org)</option>`)
+	require.Contains(t, body, `<option value="`+contacts[1].ID+`">Acme Hostmaster`)
+	require.NotContains(t, body, "auth-code-of-news")
+
+	// A ticked box at a price the registrar does not quote is refused, nothing stored.
+	form := url.Values{"migration": {s}, "transfer": {"1"}, "transfer_registrar": {"porkbun"}, "transfer_price_micros": {"1000000"},
+		"transfer_currency": {"USD"}, "transfer_contact": {contacts[1].ID}}
+	res, body = alice.post(t, "/deployments/import", form)
+	require.Equal(t, http.StatusConflict, res.StatusCode, body)
+	require.Contains(t, body, "quotes the transfer of news.example.org at 9.73 USD now")
+	ds, err := b.st.ListDeployments(ctx, b.users["alice"].ID)
+	require.NoError(t, err)
+	require.Empty(t, ds)
+
+	form.Set("transfer_price_micros", "9730000")
+	res, body = alice.post(t, "/deployments/import", form)
+	require.Equal(t, http.StatusSeeOther, res.StatusCode, body)
+	ds, err = b.st.ListDeployments(ctx, b.users["alice"].ID)
+	require.NoError(t, err)
+	require.Len(t, ds, 1)
+	d, err := b.st.GetDeployment(ctx, ds[0].ID)
+	require.NoError(t, err)
+	var refs map[string]string
+	require.NoError(t, json.Unmarshal([]byte(d.SecretRefs), &refs))
+	require.Contains(t, refs, "/migration-transfer", "the confirmed transfer's auth code waits for the first build")
 }

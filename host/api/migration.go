@@ -41,6 +41,19 @@ type ImportRequest struct {
 	Preview   bool   `json:"preview"`
 	Name      string `json:"name,omitempty"`
 	Namespace string `json:"namespace,omitempty"`
+	// Transfer confirms the transfer of the domain the preview quoted: the first build
+	// then transfers it to this fedhost's registrar with the string's auth code.
+	Transfer *ImportTransfer `json:"transfer,omitempty"`
+}
+
+// ImportTransfer is the operator's confirmation of an imported domain's transfer: the
+// price and currency the preview quoted, and optionally the registrar and the contact
+// (the preview's when empty).
+type ImportTransfer struct {
+	Registrar   string `json:"registrar,omitempty"`
+	ContactID   string `json:"contact_id,omitempty"`
+	PriceMicros int64  `json:"price_micros"`
+	Currency    string `json:"currency"`
 }
 
 func (h *handlers) importDeployment(c *fiber.Ctx) error {
@@ -49,7 +62,7 @@ func (h *handlers) importDeployment(c *fiber.Ctx) error {
 	}
 	var req ImportRequest
 	if err := json.Unmarshal(c.Body(), &req); err != nil {
-		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Message: "the body is not a JSON object with migration, and optionally preview, name and namespace"}
+		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Message: "the body is not a JSON object with migration, and optionally preview, name, namespace and transfer"}
 	}
 	if err := input.Text("name", req.Name, input.MaxName); req.Name != "" && err != nil {
 		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/name", Message: "the name " + err.(*input.Error).Problem}
@@ -67,7 +80,11 @@ func (h *handlers) importDeployment(c *fiber.Ctx) error {
 		return &deploy.Error{Code: deploy.CodeInvalidConfiguration, Location: "/migration", Message: msg}
 	}
 	cl, _ := callerOf(c)
-	plan, err := h.d.Engine.Import(c.UserContext(), deploy.ImportRequest{Payload: p, Owner: cl.user.ID, Name: req.Name, Namespace: req.Namespace, Preview: req.Preview})
+	ir := deploy.ImportRequest{Payload: p, Owner: cl.user.ID, Name: req.Name, Namespace: req.Namespace, Preview: req.Preview}
+	if t := req.Transfer; t != nil {
+		ir.Transfer = &deploy.ImportTransfer{Registrar: t.Registrar, ContactID: t.ContactID, PriceMicros: t.PriceMicros, Currency: t.Currency}
+	}
+	plan, err := h.d.Engine.Import(c.UserContext(), ir)
 	if err != nil {
 		return err
 	}

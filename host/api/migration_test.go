@@ -26,6 +26,7 @@ import (
 	"github.com/fedhost/fedhost/host/plugins"
 	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
+	"github.com/fedhost/fedhost/internal/porkbuntest"
 	"github.com/fedhost/fedhost/sdk"
 	pluginclient "github.com/fedhost/fedhost/sdk/client"
 	"github.com/fedhost/fedhost/sdk/contract"
@@ -40,12 +41,26 @@ type importBundle struct {
 	dirs    []string // the store's and the plugins' data, searched for leaks
 }
 
-func setupImport(t *testing.T) *importBundle {
+func setupImport(t *testing.T) *importBundle { return setupImportWith(t, nil) }
+
+// setupImportWith is setupImport with the real porkbun registrar plugin against srv,
+// when srv is not nil.
+func setupImportWith(t *testing.T, srv *porkbuntest.Server) *importBundle {
 	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	lock := plugins.Lock{}
-	for name, pkg := range map[string]string{"fedhost-app-miniflux": "../../plugins/apps/miniflux", "fedhost-resource-embedded": "../../plugins/resources/embedded"} {
+	builds := map[string]string{"fedhost-app-miniflux": "../../plugins/apps/miniflux", "fedhost-resource-embedded": "../../plugins/resources/embedded"}
+	var porkbun json.RawMessage
+	if srv != nil {
+		builds["fedhost-registrar-porkbun"] = "../../plugins/registrars/porkbun"
+		keys := t.TempDir()
+		key, secret := filepath.Join(keys, "key"), filepath.Join(keys, "secret")
+		require.NoError(t, os.WriteFile(key, []byte(srv.APIKey), 0o600))
+		require.NoError(t, os.WriteFile(secret, []byte(srv.SecretKey), 0o600))
+		porkbun, _ = json.Marshal(map[string]any{"api_key_file": key, "secret_api_key_file": secret, "base_url": srv.URL, "retries": 0, "timeout_seconds": 2})
+	}
+	for name, pkg := range builds {
 		bin := filepath.Join(dir, name)
 		out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput()
 		require.NoError(t, err, "go build %s: %s", pkg, out)
@@ -58,7 +73,12 @@ func setupImport(t *testing.T) *importBundle {
 	st, err := store.Open(ctx, store.Config{Database: "sqlite", DataDir: storeDir})
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
-	m, err := plugins.New(plugins.Options{Dir: dir, DataDir: pluginData})
+	m, err := plugins.New(plugins.Options{Dir: dir, DataDir: pluginData, Settings: func(desc sdk.Description) (json.RawMessage, bool) {
+		if desc.Name == "porkbun" {
+			return porkbun, true
+		}
+		return nil, true
+	}})
 	require.NoError(t, err)
 	require.NoError(t, m.Start(ctx))
 	t.Cleanup(m.Stop)
@@ -283,4 +303,84 @@ func TestImportRefusesStringsItCannotTake(t *testing.T) {
 	require.Empty(t, ds, "a refused import stores no deployment")
 	// The secret provider keeps nothing: its data holds no tenant's secret.
 	b.assertNoLeak(t, secretValues(payload("2.3.5"))...)
+}
+
+// The preview quotes the domain's transfer at this host's registrar (its transfer price
+// and the caller's contact); "transfer" confirms it: a confirmation without a registrar
+// here, or at a price the registrar does not quote, is refused before anything is
+// stored; the confirmed import keeps the auth code in a secret instance of its own
+// (fedhost-import-transfer, reference /migration-transfer), not with the pointers, and
+// never in the answer or the store.
+func TestImportConfirmsTheDomainsTransfer(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	none := setupImport(t)
+	alice := none.user(t, "alice", false)
+	p := payload("2.3.5")
+	body := func(b *importBundle, preview bool, transfer *api.ImportTransfer) string {
+		raw, err := json.Marshal(api.ImportRequest{Migration: seal(t, p, b.keys.Recipient()), Preview: preview, Transfer: transfer})
+		require.NoError(t, err)
+		return string(raw)
+	}
+	refusal := func(raw []byte) api.Error {
+		var answer struct {
+			Error api.Error `json:"error"`
+		}
+		require.NoError(t, json.Unmarshal(raw, &answer))
+		return answer.Error
+	}
+	status, raw := none.do(t, alice, "POST", "/api/v1/deployments/import", body(none, false, &api.ImportTransfer{PriceMicros: 9_730_000, Currency: "USD"}))
+	require.Equal(t, http.StatusBadRequest, status, "%s", raw)
+	require.Equal(t, "/transfer", refusal(raw).Location)
+	require.Contains(t, refusal(raw).Message, "runs no registrar")
+
+	srv := porkbuntest.Start(porkbuntest.Options{})
+	t.Cleanup(srv.Close)
+	srv.Price("example", "9.73", "10.81", "9.73")
+	srv.External("acme.example", p.Domain.AuthCode, time.Now().AddDate(0, 6, 0))
+	b := setupImportWith(t, srv)
+	alice = b.user(t, "alice", false)
+	status, raw = b.do(t, alice, "POST", "/api/v1/contacts", `{"name":"Alice Acme","email":"alice@acme.example","phone":"+4930123456","street":"Hauptstr. 1","city":"Berlin","postal_code":"10115","country":"DE"}`)
+	require.Equal(t, http.StatusCreated, status, "%s", raw)
+	var contact api.Contact
+	require.NoError(t, json.Unmarshal(raw, &contact))
+
+	status, raw = b.do(t, alice, "POST", "/api/v1/deployments/import", body(b, true, nil))
+	require.Equal(t, http.StatusOK, status, "%s", raw)
+	var plan deploy.ImportPlan
+	require.NoError(t, json.Unmarshal(raw, &plan))
+	require.Equal(t, deploy.ImportedDomain{Name: "acme.example", Action: "transfer", Registrar: "porkbun", PriceMicros: 9_730_000, Currency: "USD",
+		ContactID: contact.ID, Contact: "Alice Acme"}, plan.Domain)
+
+	status, raw = b.do(t, alice, "POST", "/api/v1/deployments/import", body(b, false, &api.ImportTransfer{PriceMicros: 8_000_000, Currency: "USD"}))
+	require.Equal(t, http.StatusConflict, status, "%s", raw)
+	require.Equal(t, "/transfer/price_micros", refusal(raw).Location)
+	require.Contains(t, refusal(raw).Message, "9.73 USD")
+	ds, err := b.st.ListDeploymentsPage(ctx, "", "", 100)
+	require.NoError(t, err)
+	require.Empty(t, ds, "a refused confirmation stores nothing")
+
+	status, raw = b.do(t, alice, "POST", "/api/v1/deployments/import", body(b, false, &api.ImportTransfer{PriceMicros: 9_730_000, Currency: "USD", ContactID: contact.ID}))
+	require.Equal(t, http.StatusAccepted, status, "%s", raw)
+	require.NotContains(t, string(raw), p.Domain.AuthCode)
+	require.NoError(t, json.Unmarshal(raw, &plan))
+	require.True(t, plan.Domain.Confirmed)
+	d, err := b.st.GetDeployment(ctx, plan.Deployment)
+	require.NoError(t, err)
+	var refs map[string]string
+	require.NoError(t, json.Unmarshal([]byte(d.SecretRefs), &refs))
+	require.Contains(t, refs, "/migration-transfer")
+	pl, ok := b.plugins.Find(sdk.KindResource, "embedded", "")
+	require.True(t, ok)
+	cl, err := pl.Client()
+	require.NoError(t, err)
+	secret, err := cl.Resource().Reveal(ctx, d.Namespace, "fedhost-import-transfer", refs["/migration-transfer"])
+	require.NoError(t, err)
+	require.Contains(t, string(secret), p.Domain.AuthCode)
+	secret, err = cl.Resource().Reveal(ctx, d.Namespace, "fedhost-import", refs["/migration"])
+	require.NoError(t, err)
+	var pending deploy.Pending
+	require.NoError(t, json.Unmarshal(secret, &pending))
+	require.Empty(t, pending.Domain.AuthCode, "the auth code is kept once")
+	b.assertNoLeak(t, secretValues(p)...)
 }

@@ -285,6 +285,7 @@ func TestOpenAPISchemasMirrorTheGoTypes(t *testing.T) {
 		"UsageTotal":            deploy.UsageTotal{},
 		"Recipient":             Recipient{},
 		"ImportRequest":         ImportRequest{},
+		"ImportTransfer":        ImportTransfer{},
 		"ImportPlan":            deploy.ImportPlan{},
 		"ImportedApp":           deploy.ImportedApp{},
 		"ImportedRename":        deploy.ImportedRename{},

@@ -18,13 +18,21 @@ import (
 // importCommand is `fedhost deployments import`: the migration string comes on stdin,
 // never as an argument, which every user of the machine could read in the process list.
 func (r *remote) importCommand() *cobra.Command {
-	var preview bool
+	var preview, transfer bool
 	var name, namespace string
+	var tr api.ImportTransfer
 	cmd := &cobra.Command{
-		Use:   "import [--preview] [--namespace NS] [--name NAME] < FILE",
+		Use:   "import [--preview] [--namespace NS] [--name NAME] [--transfer --price MICROS --currency CUR [--contact ID] [--registrar NAME]] < FILE",
 		Short: "Import a deployment from another fedhost with the migration string its export answered (read from stdin)",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
+			if !transfer {
+				for _, f := range []string{"price", "currency", "contact", "registrar"} {
+					if c.Flags().Changed(f) {
+						return fmt.Errorf("--%s confirms the domain's transfer: give --transfer too", f)
+					}
+				}
+			}
 			raw, err := io.ReadAll(io.LimitReader(c.InOrStdin(), migration.MaxLen+1))
 			if err != nil {
 				return fmt.Errorf("reading the migration string from stdin: %w", err)
@@ -33,7 +41,11 @@ func (r *remote) importCommand() *cobra.Command {
 			if s == "" {
 				return fmt.Errorf("give the migration string on stdin: fedhost deployments import < FILE")
 			}
-			body, err := json.Marshal(api.ImportRequest{Migration: s, Preview: preview, Name: name, Namespace: namespace})
+			req := api.ImportRequest{Migration: s, Preview: preview, Name: name, Namespace: namespace}
+			if transfer {
+				req.Transfer = &tr
+			}
+			body, err := json.Marshal(req)
 			if err != nil {
 				return err
 			}
@@ -43,6 +55,11 @@ func (r *remote) importCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&preview, "preview", false, "show what the import would make, storing nothing")
 	cmd.Flags().StringVar(&namespace, "namespace", "", "the deployment's namespace here (default: the source's)")
 	cmd.Flags().StringVar(&name, "name", "", "the deployment's name here (default: the source's)")
+	cmd.Flags().BoolVar(&transfer, "transfer", false, "confirm the transfer of the domain the preview quoted: the first build transfers it to this fedhost's registrar with the string's auth code (without it, you delegate the domain)")
+	cmd.Flags().Int64Var(&tr.PriceMicros, "price", 0, "with --transfer: the transfer price the preview quoted, in millionths")
+	cmd.Flags().StringVar(&tr.Currency, "currency", "", "with --transfer: the currency the preview quoted")
+	cmd.Flags().StringVar(&tr.ContactID, "contact", "", "with --transfer: the id of your contact that holds the domain (default: the preview's, your first; fedhost domains contacts lists them)")
+	cmd.Flags().StringVar(&tr.Registrar, "registrar", "", "with --transfer: the registrar to transfer the domain to (default: the preview's)")
 	return cmd
 }
 
@@ -76,9 +93,9 @@ func (r *remote) importDeployment(ctx context.Context, body []byte, preview bool
 		fmt.Fprintf(w, "app %s: option %s renamed %s\n", rn.App, rn.From, rn.To)
 	}
 	fmt.Fprintf(w, "directory: %d users, %d groups (with their passwords)\n", plan.Users, plan.Groups)
-	switch plan.Domain.Action {
+	switch dom := plan.Domain; dom.Action {
 	case "transfer":
-		fmt.Fprintf(w, "domain %s: transferred through registrar %s\n", plan.Domain.Name, plan.Domain.Registrar)
+		printTransfer(w, dom, preview)
 	case "delegate":
 		fmt.Fprintf(w, "domain %s: point its nameservers here (GET /api/v1/deployments/{id}/domain says which)\n", plan.Domain.Name)
 	}
@@ -88,4 +105,30 @@ func (r *remote) importDeployment(ctx context.Context, body []byte, preview bool
 	}
 	fmt.Fprintf(w, "deployment %s, build %s queued\n", plan.Deployment, plan.Build)
 	return nil
+}
+
+// printTransfer says what becomes of a domain the import can transfer: the quote and the
+// flags that confirm it, or that the first build transfers it.
+func printTransfer(w io.Writer, dom deploy.ImportedDomain, preview bool) {
+	holder := "the registrar account's own contact (add yours with fedhost domains contacts add)"
+	if dom.ContactID != "" {
+		holder = fmt.Sprintf("%s (contact %s)", dom.Contact, dom.ContactID)
+	}
+	switch {
+	case dom.Confirmed:
+		fmt.Fprintf(w, "domain %s: transferred to registrar %s for %s, held by %s, by the first build after the restore and the users\n",
+			dom.Name, dom.Registrar, money(dom.PriceMicros, dom.Currency), holder)
+	case dom.QuoteError != "":
+		fmt.Fprintf(w, "domain %s: registrar %s quoted no transfer price (%s): preview again to transfer it, or delegate it\n", dom.Name, dom.Registrar, dom.QuoteError)
+	case preview:
+		fmt.Fprintf(w, "domain %s: can be transferred to registrar %s for %s, held by %s\n", dom.Name, dom.Registrar, money(dom.PriceMicros, dom.Currency), holder)
+		contact := ""
+		if dom.ContactID != "" {
+			contact = " --contact " + dom.ContactID
+		}
+		fmt.Fprintf(w, "transfer it with: fedhost deployments import --transfer --price %d --currency %s%s < FILE (without --transfer, you delegate it)\n",
+			dom.PriceMicros, dom.Currency, contact)
+	default:
+		fmt.Fprintf(w, "domain %s: not transferred (no --transfer): point its nameservers here (GET /api/v1/deployments/{id}/domain says which)\n", dom.Name)
+	}
 }

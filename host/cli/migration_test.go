@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,4 +83,48 @@ func TestImportReadsTheStringOnStdin(t *testing.T) {
 	withStdin(t, "  \n", func() { stdout, stderr, code = runCLI(flags...) })
 	require.NotZero(t, code, stdout)
 	require.Contains(t, stderr, "give the migration string on stdin")
+}
+
+// The preview prints the domain's transfer quote and the flags that confirm it;
+// --transfer sends the confirmation ("transfer" in the body) and the answer says the
+// first build transfers the domain; a confirmation's flag without --transfer is refused
+// before any call.
+func TestImportTransferFlags(t *testing.T) {
+	var got []api.ImportRequest
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var req api.ImportRequest
+		require.NoError(t, json.NewDecoder(r.Body).Decode(&req))
+		got = append(got, req)
+		plan := deploy.ImportPlan{Migration: "m1", Source: "https://old.example", Name: "acme", Namespace: "acme",
+			Domain: deploy.ImportedDomain{Name: "acme.example", Action: "transfer", Registrar: "porkbun", PriceMicros: 9_730_000, Currency: "USD",
+				ContactID: "c1", Contact: "Alice Acme", Confirmed: req.Transfer != nil}}
+		w.Header().Set("Content-Type", "application/json")
+		if !req.Preview {
+			plan.Deployment, plan.Build = "d1", "b1"
+			w.WriteHeader(http.StatusAccepted)
+		}
+		_ = json.NewEncoder(w).Encode(plan)
+	}))
+	t.Cleanup(srv.Close)
+	flags := []string{"deployments", "--server", srv.URL, "--token", "t", "import"}
+	var stdout, stderr string
+	var code int
+	withStdin(t, "fedhost-migration-1:abc\n", func() { stdout, stderr, code = runCLI(append(flags, "--preview")...) })
+	require.Zero(t, code, stderr)
+	require.Contains(t, stdout, "domain acme.example: can be transferred to registrar porkbun for 9.73 USD, held by Alice Acme (contact c1)")
+	require.Contains(t, stdout, "fedhost deployments import --transfer --price 9730000 --currency USD --contact c1 < FILE")
+	require.Nil(t, got[0].Transfer)
+
+	withStdin(t, "fedhost-migration-1:abc\n", func() {
+		stdout, stderr, code = runCLI(append(flags, "--transfer", "--price", "9730000", "--currency", "USD", "--contact", "c1")...)
+	})
+	require.Zero(t, code, stderr)
+	require.Equal(t, &api.ImportTransfer{ContactID: "c1", PriceMicros: 9_730_000, Currency: "USD"}, got[1].Transfer)
+	require.Contains(t, stdout, "domain acme.example: transferred to registrar porkbun for 9.73 USD, held by Alice Acme (contact c1), by the first build")
+	require.Contains(t, stdout, "deployment d1, build b1 queued")
+
+	withStdin(t, "fedhost-migration-1:abc\n", func() { stdout, stderr, code = runCLI(append(flags, "--price", "9730000")...) })
+	require.NotZero(t, code, stdout)
+	require.Contains(t, stderr, "--price confirms the domain's transfer: give --transfer too")
+	require.Len(t, got, 2, "refused before any call")
 }

@@ -25,6 +25,8 @@ type run struct {
 	owners   map[string]string // secret reference -> secret instance
 	// imported are an import's pointers while its data waits to be restored.
 	imported *Pending
+	// transfer is an import's confirmed transfer while the registrar has not answered it.
+	transfer *importTransfer
 }
 
 func (r *run) event(level, stepName string, progress int, format string, args ...any) {
@@ -130,7 +132,7 @@ func (r *run) deploy(ctx context.Context) error {
 		r.owners[ref] = operatorInstance
 	}
 	var confirm *importConfirm
-	if r.imported, confirm, err = r.loadImport(ctx, refs); err != nil {
+	if r.imported, confirm, r.transfer, err = r.loadImport(ctx, refs); err != nil {
 		return err
 	}
 
@@ -193,12 +195,12 @@ func (r *run) deploy(ctx context.Context) error {
 		}
 		return err
 	}
-	if r.imported != nil || confirm != nil {
+	if r.imported != nil || confirm != nil || r.transfer != nil {
 		if err := r.importUsers(ctx); err != nil {
 			return err
 		}
-		if r.imported != nil {
-			r.importDomain()
+		if err := r.importDomain(ctx, refs); err != nil {
+			return err
 		}
 		if err := r.finishImport(ctx, refs, confirm); err != nil {
 			return err
@@ -656,6 +658,13 @@ func (r *run) destroy(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("removing the operator's secrets: %w", err)
+	}
+	// An import's values not used yet (an auth code whose transfer got no answer) go too:
+	// the destroy's submission keeps no references, so every import instance is asked.
+	for _, instance := range importInstances {
+		if err := secrets.Deprovision(ctx, resource.DeprovisionRequest{Tenant: r.d.Namespace, Instance: instance, Type: contract.Secret}); err != nil {
+			r.event(store.LevelWarn, "deprovision", 99, "the secret resource did not delete the import's values in %s (%v): deprovision it", instance, err)
+		}
 	}
 	r.event(store.LevelInfo, "verdict", 100, "destroyed")
 	return nil

@@ -40,7 +40,7 @@ func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
 		}
 		held := map[string]store.Domain{}
 		for _, rec := range recs {
-			if rec.Mode == store.DomainRegistered && rec.Registrar == name && rec.State != DomainConfirmed && rec.State != DomainRefused && rec.State != DomainTransferring && rec.State != "transferred_out" {
+			if rec.Mode == store.DomainRegistered && rec.Registrar == name && rec.State != DomainConfirmed && rec.State != DomainRefused && rec.State != DomainTransferring && rec.State != DomainTransferFailed && rec.State != "transferred_out" {
 				held[rec.Name] = rec
 			}
 		}
@@ -210,7 +210,7 @@ func (e *Engine) registeredDomain(ctx context.Context, name string) (store.Domai
 	if err != nil {
 		return rec, nil, err
 	}
-	if rec.Mode != store.DomainRegistered || rec.State == DomainConfirmed || rec.State == DomainRefused {
+	if rec.Mode != store.DomainRegistered || rec.State == DomainConfirmed || rec.State == DomainRefused || rec.State == DomainTransferFailed {
 		return rec, nil, refuse(CodeConflict, "/domain", "domain %s is not registered through a registrar of this host", name)
 	}
 	c, err := e.registrarClient(rec.Registrar)
@@ -366,9 +366,14 @@ func (e *Engine) DeploymentDomain(ctx context.Context, deploymentID string) (sto
 // DomainTransferring: a transfer in was asked for and not answered yet.
 const DomainTransferring = "transferring"
 
+// DomainTransferFailed: the registrar or the registry refused the transfer in (a wrong
+// auth code, a changed price, a domain that cannot move); the domain stays at its
+// registrar, the record's message says why, and a transfer may be asked for again.
+const DomainTransferFailed = "transfer_failed"
+
 // TransferConfirmation is an operator's yes to moving their domain to a registrar of
-// the host: the confirmation's price is the quoted transfer price. AuthCode is never
-// kept.
+// the host: the confirmation's price is the quoted transfer price, ContactID (optional)
+// the operator's contact that holds the domain. AuthCode is never kept.
 type TransferConfirmation struct {
 	Confirmation
 	AuthCode string
@@ -376,9 +381,12 @@ type TransferConfirmation struct {
 
 // TransferDomainIn asks a registrar to move the deployment's domain into the provider's
 // account, under a key recorded before the call: asked again after a failure, it never
-// transfers or charges twice. The auth code goes to the registrar and nowhere else. A
-// transfer the registry keeps pending is followed by the next build, which then sets the
-// nameservers and the lock as for a registration.
+// transfers or charges twice. The auth code goes to the registrar and nowhere else: not
+// in the record, an event or an error, even where the registrar's words quote it. A
+// refusal leaves the domain transfer_failed with the registrar's reason; a registrar that
+// does not answer leaves it transferring. A transfer the registry keeps pending is
+// followed by the next build, which then sets the nameservers and the lock as for a
+// registration.
 func (e *Engine) TransferDomainIn(ctx context.Context, deploymentID string, c TransferConfirmation) (store.Domain, error) {
 	d, rec, err := e.domainFor(ctx, deploymentID, c.Domain, "transfer")
 	if err != nil {
@@ -394,7 +402,14 @@ func (e *Engine) TransferDomainIn(ctx context.Context, deploymentID string, c Tr
 	if err != nil {
 		return store.Domain{}, err
 	}
-	if rec.Mode == store.DomainRegistered && rec.State != DomainTransferring && rec.State != DomainRefused && rec.State != registrar.StatusFailed && rec.State != DomainConfirmed {
+	if c.ContactID != "" {
+		if _, err := e.opts.Store.GetContact(ctx, d.Owner, c.ContactID); errors.Is(err, store.ErrNotFound) {
+			return store.Domain{}, refuse(CodeInvalidConfiguration, "/contact_id", "name one of your contacts (fedhost domains contacts lists them)")
+		} else if err != nil {
+			return store.Domain{}, err
+		}
+	}
+	if rec.Mode == store.DomainRegistered && rec.State != DomainTransferring && rec.State != DomainTransferFailed && rec.State != DomainRefused && rec.State != registrar.StatusFailed && rec.State != DomainConfirmed {
 		return store.Domain{}, refuse(CodeConflict, "/domain", "this domain is %s at %s already", rec.State, rec.Registrar)
 	}
 	if rec.State != DomainTransferring || rec.Registrar != c.Registrar || rec.PriceMicros != c.PriceMicros || rec.Currency != c.Currency {
@@ -405,33 +420,53 @@ func (e *Engine) TransferDomainIn(ctx context.Context, deploymentID string, c Tr
 			return store.Domain{}, err
 		}
 	}
-	got, err := client.Transfer(ctx, registrar.TransferRequest{Domain: c.Domain, AuthCode: c.AuthCode, PriceMicros: c.PriceMicros, Currency: c.Currency,
+	owner := ""
+	if c.ContactID != "" {
+		// A registrar that keeps no contacts, or does not take this one, uses the account's.
+		owner, _ = e.putContact(ctx, client, d.Owner, c.ContactID)
+	}
+	got, err := client.Transfer(ctx, registrar.TransferRequest{Domain: c.Domain, AuthCode: c.AuthCode, OwnerContact: owner, PriceMicros: c.PriceMicros, Currency: c.Currency,
 		IdempotencyKey: rec.ConfirmationKey})
 	if err != nil {
-		herr := registrarError(c.Registrar, err)
-		if he := (*Error)(nil); errors.As(herr, &he) && he.Code == CodeInvalidConfiguration {
-			_ = e.opts.Store.UpdateDomain(ctx, c.Domain, map[string]any{"state": DomainRefused, "message": bounded(he.Message, maxDomainMessage)})
-		} else {
+		he := &Error{Code: CodeUnavailable, Message: err.Error()}
+		_ = errors.As(registrarError(c.Registrar, err), &he)
+		he.Message = withoutAuthCode(he.Message, c.AuthCode)
+		if he.Code == CodeUnavailable {
 			_ = e.opts.Store.UpdateDomain(ctx, c.Domain, map[string]any{"message": "the registrar did not answer the transfer: ask for it again"})
+		} else {
+			_ = e.opts.Store.UpdateDomain(ctx, c.Domain, map[string]any{"state": DomainTransferFailed, "message": bounded(he.Message, maxDomainMessage)})
 		}
-		return store.Domain{}, herr
+		return store.Domain{}, he
 	}
-	state := got.Status
-	if state == "" {
+	state, message := got.Status, ""
+	switch state {
+	case "":
 		state = registrar.StatusPending
+	case registrar.StatusFailed:
+		state, message = DomainTransferFailed, "the registry refused the transfer"
 	}
-	columns := map[string]any{"state": bounded(state, 32), "message": ""}
+	columns := map[string]any{"state": bounded(state, 32), "message": message}
 	if !got.Expires.IsZero() {
 		columns["expires_at"] = got.Expires.UTC()
 	}
 	if err := e.opts.Store.UpdateDomain(ctx, c.Domain, columns); err != nil {
 		return store.Domain{}, err
 	}
-	if state != registrar.StatusFailed {
+	if state != DomainTransferFailed {
 		if _, err := e.opts.Store.RecordDomainEvent(ctx, store.DomainEvent{Domain: c.Domain, DeploymentID: d.ID, Owner: d.Owner, Registrar: c.Registrar,
 			Kind: store.DomainEventTransferIn, CostMicros: c.PriceMicros, Currency: c.Currency, Detail: "transfer " + bounded(state, 32)}); err != nil {
 			return store.Domain{}, err
 		}
 	}
 	return e.opts.Store.GetDomain(ctx, c.Domain)
+}
+
+// withoutAuthCode is a registrar's words with the auth code taken out, should they quote it.
+func withoutAuthCode(s, code string) string {
+	for _, c := range []string{code, strings.TrimSpace(code)} {
+		if c != "" {
+			s = strings.ReplaceAll(s, c, "[auth code]")
+		}
+	}
+	return s
 }

@@ -161,6 +161,15 @@ func registrarError(name string, err error) error {
 	return refuse(CodeUnavailable, "", "registrar %s did not answer (%s): nothing changed; the next build tries again", name, bounded(sdkMessage(err), maxDomainMessage))
 }
 
+// hostMessage is the message of a host's refusal, or the error's text.
+func hostMessage(err error) string {
+	var he *Error
+	if errors.As(err, &he) {
+		return he.Message
+	}
+	return err.Error()
+}
+
 func sdkMessage(err error) string {
 	var se *sdk.Error
 	if errors.As(err, &se) {
@@ -281,16 +290,29 @@ func (e *Engine) domainFor(ctx context.Context, deploymentID, domain, verb strin
 func (r *run) domainStep(ctx context.Context, domain string, zone contract.DNSResult) error {
 	st := r.e.opts.Store
 	rec, err := st.GetDomain(ctx, domain)
-	if errors.Is(err, store.ErrNotFound) {
-		rec = store.Domain{Name: domain, DeploymentID: r.d.ID, Owner: r.d.Owner, Mode: store.DomainDelegated, State: DomainAwaitingDelegation, Renewal: "auto"}
-	} else if err != nil {
+	missing := errors.Is(err, store.ErrNotFound)
+	if err != nil && !missing {
 		return err
+	}
+	if t := r.transfer; t != nil && t.Domain == domain && (missing || (rec.DeploymentID == r.d.ID && rec.State == DomainTransferring)) {
+		// An import's confirmed transfer is asked for after the restore and the users.
+		r.event(store.LevelInfo, "domain", 5, "%s is transferred to %s once the import's data and users are in: the build after the transfer sets its nameservers", domain, t.Registrar)
+		return nil
+	}
+	if missing {
+		rec = store.Domain{Name: domain, DeploymentID: r.d.ID, Owner: r.d.Owner, Mode: store.DomainDelegated, State: DomainAwaitingDelegation, Renewal: "auto"}
 	}
 	if rec.DeploymentID != r.d.ID {
 		return refuse(CodeConflict, "/domain", "another deployment's record holds domain %s", domain)
 	}
 	if rec.Mode == store.DomainDelegated {
 		return r.delegation(ctx, rec, zone.Nameservers)
+	}
+	if rec.State == DomainTransferFailed {
+		// The domain stayed at its registrar: nothing to ask this host's.
+		r.event(store.LevelWarn, "domain", 6, "the transfer of %s to %s failed (%s): transfer it again (fedhost domains transfer), or set its nameservers at its registrar to %s",
+			domain, rec.Registrar, bounded(rec.Message, maxDomainMessage), strings.Join(zone.Nameservers, ", "))
+		return nil
 	}
 	c, err := r.e.registrarClient(rec.Registrar)
 	if err != nil {
@@ -361,6 +383,11 @@ func (r *run) domainStep(ctx context.Context, domain string, zone contract.DNSRe
 		}
 	}
 	if got.Status == registrar.StatusFailed {
+		if evs, err := st.DomainEvents(ctx, domain, 1); err == nil && len(evs) == 1 && evs[0].Kind == store.DomainEventTransferIn {
+			_ = st.UpdateDomain(ctx, domain, map[string]any{"state": DomainTransferFailed, "message": "the registry refused the transfer"})
+			r.event(store.LevelWarn, "domain", 6, "the registry refused the transfer of %s: transfer it again (fedhost domains transfer), or set its nameservers at its registrar to %s", domain, strings.Join(zone.Nameservers, ", "))
+			return nil
+		}
 		_ = st.UpdateDomain(ctx, domain, map[string]any{"state": registrar.StatusFailed, "message": "the registry refused the registration; nothing is charged"})
 		return refuse(CodeConflict, "/domain", "the registry refused the registration of %s; nothing is charged: check another domain", domain)
 	}
@@ -413,19 +440,30 @@ func (r *run) delegate(ctx context.Context, c *registrar.Client, rec store.Domai
 // registrarContact is the registrar's id of the domain's contact, put there first; ""
 // where the driver keeps no contacts (the account's own are used).
 func (r *run) registrarContact(ctx context.Context, c *registrar.Client, rec store.Domain) string {
-	ct, err := r.e.opts.Store.GetContact(ctx, rec.Owner, rec.ContactID)
+	id, err := r.e.putContact(ctx, c, rec.Owner, rec.ContactID)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		r.event(store.LevelWarn, "domain", 5, "registrar %s did not take the contact (%s): the account's own contact is used", rec.Registrar, errorCode(err))
+	}
+	return id
+}
+
+// putContact puts owner's contact id at the registrar and answers its id there: "" where
+// the driver keeps no contacts, and with the error where the contact is not found or the
+// registrar did not take it (the account's own contact is used then).
+func (e *Engine) putContact(ctx context.Context, c *registrar.Client, owner, id string) (string, error) {
+	ct, err := e.opts.Store.GetContact(ctx, owner, id)
 	if err != nil {
-		return ""
+		return "", err
 	}
 	out, err := c.PutContact(ctx, registrar.Contact{Name: ct.Name, Organization: ct.Organization, Email: ct.Email, Phone: ct.Phone,
 		Street: ct.Street, City: ct.City, PostalCode: ct.PostalCode, Country: ct.Country})
-	if err != nil {
-		if sdk.CodeOf(err) != sdk.CodeUnsupported {
-			r.event(store.LevelWarn, "domain", 5, "registrar %s did not take the contact (%s): the account's own contact is used", rec.Registrar, errorCode(err))
-		}
-		return ""
+	if sdk.CodeOf(err) == sdk.CodeUnsupported {
+		return "", nil
 	}
-	return out.ID
+	if err != nil {
+		return "", err
+	}
+	return out.ID, nil
 }
 
 // domainFailed records why the domain step failed and returns err.

@@ -373,6 +373,12 @@ func TestTransferInIsFollowedByTheNextBuild(t *testing.T) {
 	require.Equal(t, "/auth_code", err.(*Error).Location, "%v", err)
 	require.NotContains(t, err.Error(), "wrong-code-456")
 	require.Zero(t, b.srv.Charged())
+	refused, err := b.st.GetDomain(ctx, "acme.test")
+	require.NoError(t, err)
+	require.Equal(t, DomainTransferFailed, refused.State, "a refused transfer is transfer_failed")
+	require.Contains(t, refused.Message, "auth code")
+	require.NotContains(t, refused.Message, "wrong-code-456")
+	require.NoError(t, b.step(t), "a transfer_failed domain fails no build")
 
 	confirm.AuthCode = "right-code-123"
 	rec, err := b.e.TransferDomainIn(ctx, b.d.ID, confirm)

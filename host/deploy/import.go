@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -27,6 +29,20 @@ type ImportRequest struct {
 	Owner, Name, Namespace string
 	// Preview answers what would be made and stores nothing.
 	Preview bool
+	// Transfer, when set, is the operator's confirmation of the domain's transfer the
+	// preview quoted: the first build then transfers the domain with the string's auth
+	// code. Without it the operator delegates the domain.
+	Transfer *ImportTransfer
+}
+
+// ImportTransfer is an operator's yes to the transfer of an imported domain, as for
+// TransferDomainIn: the price and currency the preview quoted and the contact recorded as
+// the domain's holder; Registrar and ContactID default to the preview's.
+type ImportTransfer struct {
+	Registrar   string
+	ContactID   string
+	PriceMicros int64
+	Currency    string
 }
 
 // ImportedApp is an app the import brings, at the version it ran at the source and the
@@ -46,12 +62,27 @@ type ImportedRename struct {
 	To   string `json:"to"`
 }
 
-// ImportedDomain is what becomes of the domain: "transfer" (the auth code goes to
-// Registrar), "delegate" (the operator points the domain's nameservers here) or "none".
+// ImportedDomain is what becomes of the domain: "transfer" (the string brings an auth
+// code and this host runs a registrar: the transfer to Registrar is quoted, and done by
+// the first build once Confirmed), "delegate" (the operator points the domain's
+// nameservers here) or "none".
 type ImportedDomain struct {
 	Name      string `json:"name,omitempty"`
 	Action    string `json:"action"`
 	Registrar string `json:"registrar,omitempty"`
+	// PriceMicros and Currency are the registrar's transfer price (CheckDomain); 0 and
+	// QuoteError, saying why, when it quoted none.
+	PriceMicros int64  `json:"price_micros,omitempty"`
+	Currency    string `json:"currency,omitempty"`
+	QuoteError  string `json:"quote_error,omitempty"`
+	// ContactID and Contact (its name) are the operator's contact recorded as the
+	// domain's holder: the one confirmed, else their first; empty when they have none
+	// (the registrar account's own contact holds it then).
+	ContactID string `json:"contact_id,omitempty"`
+	Contact   string `json:"contact,omitempty"`
+	// Confirmed: the operator confirmed the transfer; the first build asks for it after
+	// the restore and the users.
+	Confirmed bool `json:"confirmed,omitempty"`
 }
 
 // ImportPlan is what an import makes (Preview) or made.
@@ -73,8 +104,9 @@ type ImportPlan struct {
 }
 
 // Pending is what an import's first build needs from the string, kept in the secret
-// resource until used: per app its snapshot, the directory and the domain's auth code,
-// and how to confirm to the source.
+// resource until used: per app its snapshot, the directory and the domain (with its auth
+// code unless the transfer was confirmed: then importTransfer keeps it), and how to
+// confirm to the source.
 type Pending struct {
 	ID           string                       `json:"id"`
 	SourceURL    string                       `json:"source_url"`
@@ -88,8 +120,10 @@ type Pending struct {
 // stored: every app it names must be in the catalog at a version its guard lets the
 // source's version update to, the configuration (the catalog's renames applied, the
 // secrets put back) must pass the schemas of the versions it will run, and the namespace
-// and domain must be free. With Preview it answers the plan; else it creates the
-// deployment, keeps the configuration's secrets and the import's pointers in the secret
+// and domain must be free. A domain the import can transfer is quoted (quoteTransfer),
+// and req.Transfer, the operator's confirmation of that quote, checked. With Preview it
+// answers the plan; else it creates the deployment, keeps the configuration's secrets
+// and the import's pointers (and a confirmed transfer's auth code) in the secret
 // resource, and queues the first build.
 func (e *Engine) Import(ctx context.Context, req ImportRequest) (ImportPlan, error) {
 	p := req.Payload
@@ -138,6 +172,9 @@ func (e *Engine) Import(ctx context.Context, req ImportRequest) (ImportPlan, err
 			sort.Strings(registrars)
 			plan.Domain.Action, plan.Domain.Registrar = "transfer", registrars[0]
 		}
+	}
+	if err := e.quoteTransfer(ctx, req, p, &plan.Domain); err != nil {
+		return ImportPlan{}, err
 	}
 	if req.Preview {
 		return plan, nil
@@ -261,11 +298,91 @@ func (e *Engine) importConfig(ctx context.Context, p migration.Payload, plan *Im
 	return nil
 }
 
+// quoteTransfer quotes the transfer of a domain the import can transfer (the registrar's
+// transfer price, as CheckDomain answers it, and the contact) when it is previewed or
+// confirmed, and checks the operator's confirmation: a transfer the import cannot make, a
+// registrar this host does not run, another's contact, or a price other than the one the
+// registrar quotes now is refused before anything is stored.
+func (e *Engine) quoteTransfer(ctx context.Context, req ImportRequest, p migration.Payload, dom *ImportedDomain) error {
+	t := req.Transfer
+	if t != nil && dom.Action != "transfer" {
+		switch {
+		case dom.Name == "":
+			return refuse(CodeInvalidConfiguration, "/transfer", "the imported configuration has no domain to transfer: import without \"transfer\"")
+		case p.Domain.AuthCode == "":
+			return refuse(CodeInvalidConfiguration, "/transfer", "the migration string brings no auth code for %s: import without \"transfer\" and delegate it, or transfer it later with fedhost domains transfer", dom.Name)
+		default:
+			return refuse(CodeInvalidConfiguration, "/transfer", "this fedhost runs no registrar to transfer %s to: import without \"transfer\" and delegate it", dom.Name)
+		}
+	}
+	if dom.Action != "transfer" || (!req.Preview && t == nil) {
+		return nil
+	}
+	if t != nil && t.Registrar != "" && t.Registrar != dom.Registrar {
+		if !slices.Contains(e.Registrars(), t.Registrar) {
+			return refuse(CodeInvalidConfiguration, "/transfer/registrar", "name one of this fedhost's registrars (GET /api/v1/registrars lists them)")
+		}
+		dom.Registrar = t.Registrar
+	}
+	a, err := e.CheckDomain(ctx, dom.Registrar, dom.Name)
+	switch {
+	case err != nil:
+		dom.QuoteError = bounded(hostMessage(err), maxDomainMessage)
+	case a.TransferPriceMicros <= 0 || len(a.Currency) != 3:
+		dom.QuoteError = fmt.Sprintf("registrar %s quoted no transfer price for %s: preview again later", dom.Registrar, dom.Name)
+	default:
+		dom.PriceMicros, dom.Currency = a.TransferPriceMicros, a.Currency
+	}
+	if t != nil && t.ContactID != "" {
+		c, err := e.opts.Store.GetContact(ctx, req.Owner, t.ContactID)
+		if errors.Is(err, store.ErrNotFound) {
+			return refuse(CodeInvalidConfiguration, "/transfer/contact_id", "name one of your contacts (fedhost domains contacts lists them)")
+		}
+		if err != nil {
+			return err
+		}
+		dom.ContactID, dom.Contact = c.ID, c.Name
+	} else {
+		cs, err := e.opts.Store.Contacts(ctx, req.Owner)
+		if err != nil {
+			return err
+		}
+		if len(cs) > 0 {
+			dom.ContactID, dom.Contact = cs[0].ID, cs[0].Name
+		}
+	}
+	if t == nil {
+		return nil
+	}
+	if t.PriceMicros <= 0 || len(t.Currency) != 3 {
+		return refuse(CodeInvalidConfiguration, "/transfer/price_micros", "confirm the transfer price and currency the preview quoted")
+	}
+	if dom.QuoteError == "" && (t.PriceMicros != dom.PriceMicros || t.Currency != dom.Currency) {
+		return refuse(CodeConflict, "/transfer/price_micros", "registrar %s quotes the transfer of %s at %s now, not the %s confirmed: confirm the new price",
+			dom.Registrar, dom.Name, price(dom.PriceMicros, dom.Currency), price(t.PriceMicros, bounded(t.Currency, 3)))
+	}
+	// A registrar that quoted nothing now checks the confirmed price itself at the transfer.
+	dom.PriceMicros, dom.Currency, dom.Confirmed = t.PriceMicros, t.Currency, true
+	return nil
+}
+
 // storeImport creates the deployment of a checked import, keeps its secrets and
-// pointers, and queues its first build.
+// pointers, and queues its first build. A confirmed transfer's auth code is kept apart
+// from the pointers (importTransferPointer), since it outlives them when the registrar
+// does not answer.
 func (e *Engine) storeImport(ctx context.Context, req ImportRequest, p migration.Payload, plan ImportPlan) (ImportPlan, error) {
+	var transfer []byte
+	domain := p.Domain
+	if dom := plan.Domain; dom.Confirmed {
+		var err error
+		if transfer, err = json.Marshal(importTransfer{Domain: dom.Name, AuthCode: p.Domain.AuthCode, Registrar: dom.Registrar,
+			ContactID: dom.ContactID, PriceMicros: dom.PriceMicros, Currency: dom.Currency}); err != nil {
+			return ImportPlan{}, err
+		}
+		domain.AuthCode = ""
+	}
 	pending, err := json.Marshal(Pending{ID: p.ID, SourceURL: p.Source.URL, ConfirmToken: p.Source.ConfirmToken,
-		Apps: p.Apps, Directory: p.Directory, Domain: p.Domain})
+		Apps: p.Apps, Directory: p.Directory, Domain: domain})
 	if err != nil {
 		return ImportPlan{}, err
 	}
@@ -279,6 +396,11 @@ func (e *Engine) storeImport(ctx context.Context, req ImportRequest, p migration
 	}
 	if refs[importPointer], err = e.keepImport(ctx, d, importPointer, string(pending)); err != nil {
 		return ImportPlan{}, e.failImport(ctx, d.ID, err)
+	}
+	if transfer != nil {
+		if refs[importTransferPointer], err = e.keepImport(ctx, d, importTransferPointer, string(transfer)); err != nil {
+			return ImportPlan{}, e.failImport(ctx, d.ID, err)
+		}
 	}
 	b, err := e.enqueue(ctx, d, store.OperationDeploy, cfg, refs, e.revisionFor(d, false))
 	if err != nil {

@@ -30,6 +30,21 @@ const importConfirmPointer = "/migration-confirm"
 // confirmWait (export.go), the time it waits for its revoke-export build.
 const confirmTimeout = 30 * time.Second
 
+// importTransferPointer keeps a confirmed transfer's auth code, with the operator's
+// confirmation, from the import until the registrar accepted or refused the transfer:
+// longer than the pointers when the registrar does not answer the first build.
+const importTransferPointer = "/migration-transfer"
+
+// importTransfer is the value kept at importTransferPointer.
+type importTransfer struct {
+	Domain      string `json:"domain"`
+	AuthCode    string `json:"auth_code"`
+	Registrar   string `json:"registrar"`
+	ContactID   string `json:"contact_id,omitempty"`
+	PriceMicros int64  `json:"price_micros"`
+	Currency    string `json:"currency"`
+}
+
 // importConfirm is the value kept at importConfirmPointer.
 type importConfirm struct {
 	ID        string `json:"id"`
@@ -41,7 +56,8 @@ type importConfirm struct {
 // of their reference among the deployment's: instances of their own, since deprovisioning
 // an instance is what deletes its values (a secret instance keeps the files dropped from
 // its request).
-var importInstances = map[string]string{importPointer: "fedhost-import", importConfirmPointer: "fedhost-import-confirm"}
+var importInstances = map[string]string{importPointer: "fedhost-import", importConfirmPointer: "fedhost-import-confirm",
+	importTransferPointer: "fedhost-import-transfer"}
 
 // keepImport keeps value in the secret instance of pointer and returns its reference.
 func (e *Engine) keepImport(ctx context.Context, d store.Deployment, pointer, value string) (string, error) {
@@ -61,42 +77,49 @@ func (e *Engine) dropImport(ctx context.Context, d store.Deployment, pointer str
 	return c.Deprovision(ctx, resource.DeprovisionRequest{Tenant: d.Namespace, Instance: importInstances[pointer], Type: contract.Secret})
 }
 
-// loadImport reads an imported deployment's pointers (importPointer) and its pending
-// confirmation (importConfirmPointer) from the secret resource; both nil when it has none.
-// A reference whose instance an earlier build deleted (a submit that raced it stored the
-// references it had read) is dropped from refs with a warning: that import is done.
-func (r *run) loadImport(ctx context.Context, refs map[string]string) (*Pending, *importConfirm, error) {
+// loadImport reads an imported deployment's pointers (importPointer), its pending
+// confirmation (importConfirmPointer) and its confirmed transfer (importTransferPointer)
+// from the secret resource; each nil when it has none. A reference whose instance an
+// earlier build deleted (a submit that raced it stored the references it had read) is
+// dropped from refs with a warning: that part of the import is done.
+func (r *run) loadImport(ctx context.Context, refs map[string]string) (*Pending, *importConfirm, *importTransfer, error) {
 	var p *Pending
 	var c *importConfirm
-	for _, pointer := range []string{importPointer, importConfirmPointer} {
+	var t *importTransfer
+	for _, pointer := range []string{importPointer, importConfirmPointer, importTransferPointer} {
 		ref, ok := refs[pointer]
 		if !ok {
 			continue
 		}
 		raw, err := r.e.reveal(ctx, r.d.Namespace, importInstances[pointer], ref)
 		if sdk.CodeOf(err) == sdk.CodeNotFound {
-			r.event(store.LevelWarn, "import", 2, "the import's %s were deleted by an earlier build: forgotten", map[string]string{importPointer: "pointers", importConfirmPointer: "confirmation"}[pointer])
+			r.event(store.LevelWarn, "import", 2, "the import's %s deleted by an earlier build: forgotten",
+				map[string]string{importPointer: "pointers were", importConfirmPointer: "confirmation was", importTransferPointer: "auth code was"}[pointer])
 			delete(refs, pointer)
 			if err := r.setRefs(ctx, refs); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 			continue
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("the import's values in the secret resource: %w", err)
+			return nil, nil, nil, fmt.Errorf("the import's values in the secret resource: %w", err)
 		}
-		if pointer == importPointer {
+		switch pointer {
+		case importPointer:
 			p = &Pending{}
 			err = json.Unmarshal(raw, p)
-		} else {
+		case importConfirmPointer:
 			c = &importConfirm{}
 			err = json.Unmarshal(raw, c)
+		default:
+			t = &importTransfer{}
+			err = json.Unmarshal(raw, t)
 		}
 		if err != nil {
-			return nil, nil, errors.New("the import's values in the secret resource are not readable: import the migration string again")
+			return nil, nil, nil, errors.New("the import's values in the secret resource are not readable: import the migration string again")
 		}
 	}
-	return p, c, nil
+	return p, c, t, nil
 }
 
 // importGroups adds the import's groups to the directory's request, so that the ldap
@@ -213,20 +236,74 @@ func (r *run) importUsers(ctx context.Context) error {
 	return nil
 }
 
-// importDomain says what becomes of the source's domain: a transfer to this fedhost's
-// registrar waits for the operator's confirmation of its price and contact; without an
-// auth code or a registrar the operator delegates it (the domain step names the
+// importDomain transfers the imported domain to this fedhost's registrar with the
+// string's auth code once the operator confirmed the transfer's price and contact at the
+// import: after the restore and the users, through TransferDomainIn (under the key it
+// records first, so that asking again never transfers or charges twice). The auth code
+// is deleted from the secret resource once the registrar accepted or refused the
+// transfer; a registrar that does not answer keeps it for the next build, with a warning.
+// Without a confirmation the operator delegates the domain (the domain step names the
 // nameservers).
-func (r *run) importDomain() {
-	dom := r.imported.Domain
-	if dom.Name == "" {
-		return
+func (r *run) importDomain(ctx context.Context, refs map[string]string) error {
+	t := r.transfer
+	if t == nil {
+		if r.imported == nil || r.imported.Domain.Name == "" {
+			return nil
+		}
+		dom := r.imported.Domain
+		if registrars := r.e.Registrars(); dom.AuthCode != "" && len(registrars) > 0 {
+			r.event(store.LevelWarn, "domain", 94, "the transfer of %s to %s was not confirmed with the import: delegate it (the domain step names the nameservers), or transfer it with fedhost domains transfer and an auth code of its registrar", bounded(dom.Name, 253), registrars[0])
+			return nil
+		}
+		r.event(store.LevelWarn, "domain", 94, "%s came from the source: delegate it here by setting its nameservers to the ones the deployment's Domains page names", bounded(dom.Name, 253))
+		return nil
 	}
-	if registrars := r.e.Registrars(); dom.AuthCode != "" && len(registrars) > 0 {
-		r.event(store.LevelWarn, "domain", 94, "the transfer of %s to %s waits for the operator's confirmation of its price and contact at the Domains page", bounded(dom.Name, 253), registrars[0])
-		return
+	st := r.e.opts.Store
+	name := bounded(t.Domain, 253)
+	rec, err := st.GetDomain(ctx, t.Domain)
+	switch {
+	case err == nil && rec.DeploymentID == r.d.ID && rec.Mode == store.DomainRegistered && rec.State != DomainTransferring:
+		// An earlier build's transfer was answered; only the deletion of the code failed.
+		return r.dropTransfer(ctx, refs)
+	case err != nil && !errors.Is(err, store.ErrNotFound):
+		return err
 	}
-	r.event(store.LevelWarn, "domain", 94, "%s came from the source: delegate it here by setting its nameservers to the ones the deployment's Domains page names", bounded(dom.Name, 253))
+	r.event(store.LevelInfo, "domain", 94, "transferring %s to %s for %s with the source's auth code", name, t.Registrar, price(t.PriceMicros, t.Currency))
+	rec, err = r.e.TransferDomainIn(ctx, r.d.ID, TransferConfirmation{AuthCode: t.AuthCode,
+		Confirmation: Confirmation{Registrar: t.Registrar, Domain: t.Domain, ContactID: t.ContactID, PriceMicros: t.PriceMicros, Currency: t.Currency}})
+	var he *Error
+	switch {
+	case errors.As(err, &he) && he.Code == CodeUnavailable:
+		// TransferDomainIn's messages never hold the auth code.
+		if uerr := st.UpdateDomain(ctx, t.Domain, map[string]any{"message": bounded(he.Message+" (the import keeps the auth code for it)", maxDomainMessage)}); uerr != nil && !errors.Is(uerr, store.ErrNotFound) {
+			return uerr
+		}
+		r.event(store.LevelWarn, "domain", 94, "the transfer of %s is not asked for yet: %s (the import keeps the auth code for it)", name, he.Message)
+		return nil
+	case err != nil:
+		r.event(store.LevelWarn, "domain", 94, "the transfer of %s to %s is refused: %s; the import's auth code is deleted: delegate the domain, or transfer it with fedhost domains transfer and an auth code of its registrar", name, t.Registrar, hostMessage(err))
+	case rec.State == DomainTransferFailed:
+		r.event(store.LevelWarn, "domain", 94, "the registry refused the transfer of %s to %s: %s; the import's auth code is deleted", name, t.Registrar, rec.Message)
+	default:
+		r.event(store.LevelInfo, "domain", 94, "registrar %s took the transfer of %s (%s): the next build follows it, then sets the nameservers and the lock", t.Registrar, name, bounded(rec.State, 32))
+	}
+	return r.dropTransfer(ctx, refs)
+}
+
+// dropTransfer forgets the import's transfer and deletes its auth code from the secret
+// resource: the reference is dropped from refs (the build's own map) and the deployment.
+func (r *run) dropTransfer(ctx context.Context, refs map[string]string) error {
+	r.transfer = nil
+	delete(refs, importTransferPointer)
+	if err := r.setRefs(ctx, refs); err != nil {
+		return fmt.Errorf("deleting the import's auth code: %w", err)
+	}
+	if err := r.e.dropImport(ctx, r.d, importTransferPointer); err != nil {
+		r.event(store.LevelWarn, "domain", 94, "the import's auth code is no longer used but the secret resource did not delete it (%v): deprovision its instance %s", err, importInstances[importTransferPointer])
+		return nil
+	}
+	r.event(store.LevelInfo, "domain", 94, "the import's auth code is deleted from the secret resource")
+	return nil
 }
 
 // finishImport deletes the import's pointers once every app is restored and the users
