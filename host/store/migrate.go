@@ -35,6 +35,7 @@ var migrations = []migration{
 	migrate15,
 	migrateScale,
 	migrateExports,
+	migrateScheduleSlots,
 }
 
 // SchemaVersion returns the schema version this binary knows.
