@@ -309,7 +309,8 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 // RunRetention deletes what is kept only for a time: the logs of builds finished longer
 // ago than the build log retention, the backups buckets (and their repository password)
 // kept after a destroy once their grace period ended, the slots of scheduled jobs older
-// than store.SlotsKept, and audit events older than the audit retention. Each part runs even when another fails.
+// than store.SlotsKept, and audit events older than the audit retention. Each part runs
+// even when another fails.
 func (e *Engine) RunRetention(ctx context.Context, now time.Time) error {
 	var errs []error
 	if e.opts.BuildLogRetention > 0 {
