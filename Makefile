@@ -82,6 +82,7 @@ bench:
 	$(GO) test -run '^$$' -bench Provision -benchtime 5x -count 1 ./plugins/resources/terraform/
 	$(GO) test -run '^$$' -bench ScaleQueries -benchtime 20x -count 1 ./host/store/
 	$(GO) test -run '^$$' -bench 'Scale$$' -benchtime 1x -count 1 ./host/e2e/
+	$(GO) test -run '^$$' -bench ClusterThroughput -benchtime 1x -count 1 -timeout 30m ./host/e2e/
 
 # Every fuzz target (func FuzzXxx in a _test.go file, found with git grep) for FUZZTIME,
 # one after the other; FUZZFLAGS adds flags, e.g. FUZZFLAGS=-parallel=1. A crash leaves

@@ -147,6 +147,27 @@ func (e *Engine) BackupStatuses(ctx context.Context, d store.Deployment) ([]Back
 // well run). A suspended one's data does not change; a new one has none.
 func backedUp(state string) bool { return state == StateActive || state == StateFailed }
 
+// maxSlotSteps bounds the walk of backupSlot over the times missed: a schedule firing
+// every minute is caught up from a base up to about a week old.
+const maxSlotSteps = 10000
+
+// backupSlot is the scheduled time a backup due at now takes: the schedule's newest time
+// at or before now, counted from base. However many times were missed, one backup is
+// taken, for the newest; a slot that is taken (submitted, whether its build succeeded or
+// not) is not taken again, and the next backup is the next time's. Two schedulers that
+// read the same base compute the same slot.
+func backupSlot(schedule cron.Schedule, base, now time.Time) time.Time {
+	t := schedule.Next(base)
+	for range maxSlotSteps {
+		next := schedule.Next(t)
+		if next.IsZero() || next.After(now) {
+			break
+		}
+		t = next
+	}
+	return t.UTC()
+}
+
 // scheduleBase is the time an app's schedule counts from: its last backup, or when its
 // backups started.
 func scheduleBase(rec store.AppBackup) time.Time {
@@ -169,7 +190,9 @@ func stale(rec store.AppBackup, now time.Time) bool {
 // What is due is read from the database, so a backup missed while no fedhost ran is
 // taken at the next tick. A deployment runs one build at a time: one backup is queued
 // per deployment and tick, and one that cannot be queued now is tried at the next tick.
-// It returns the builds it queued.
+// It returns the builds it queued. Each backup takes its slot (the deployment, the app and
+// the scheduled time, see backupSlot) with its build: two schedulers at once, as an old
+// leader and a new one, submit each scheduled time once.
 func (e *Engine) RunBackups(ctx context.Context, now time.Time) ([]store.Build, error) {
 	return e.tickBackups(ctx, now)
 }
@@ -279,7 +302,16 @@ func (e *Engine) runBackups(ctx context.Context, now time.Time, ds []store.Deplo
 				// Due, but a build of the deployment runs: the next tick after it.
 				break
 			}
-			b, err := e.operate(actx, d, store.OperationBackup, Operation{App: app, Trigger: store.BackupScheduled})
+			slot := backupSlot(schedule, scheduleBase(rec), now)
+			b, err := e.operate(actx, d, store.OperationBackup, Operation{App: app, Trigger: store.BackupScheduled, slot: &store.Slot{Name: app, At: slot}})
+			if errors.Is(err, store.ErrSlotTaken) {
+				// Another scheduler (an old leader still ticking, or a new one) submitted
+				// this time, or it was submitted and its build failed before the backup
+				// began: it is not taken again, and the schedule's next time is the next
+				// slot. The deployment's other apps may still be due.
+				e.log.Debug("scheduled backup submitted already", "deployment", d.ID, "app", app, "at", slot.Format(time.RFC3339))
+				continue
+			}
 			ev := audit.Event{Action: "scheduled_backup", DeploymentID: d.ID, Result: audit.ResultOK, Reason: app}
 			if err != nil {
 				ev.Result, ev.Reason = audit.ResultError, app+" not queued: "+errorCode(err)
@@ -323,8 +355,9 @@ func (e *Engine) Tick(ctx context.Context, now time.Time) error {
 
 // RunRetention deletes what is kept only for a time: the logs of builds finished longer
 // ago than the build log retention, the backups buckets (and their repository password)
-// kept after a destroy once their grace period ended, and audit events older than the
-// audit retention. Each part runs even when another fails.
+// kept after a destroy once their grace period ended, the slots of scheduled jobs older
+// than store.SlotsKept, and audit events older than the audit retention. Each part runs
+// even when another fails.
 func (e *Engine) RunRetention(ctx context.Context, now time.Time) error {
 	var errs []error
 	if e.opts.BuildLogRetention > 0 {
@@ -375,6 +408,12 @@ func (e *Engine) RunRetention(ctx context.Context, now time.Time) error {
 				errs = append(errs, err)
 			}
 		}
+	}
+	// A slot is kept a week past its time (a job's newest for as long as its schedule).
+	if n, err := e.opts.Store.PruneScheduleSlots(ctx, now.Add(-store.SlotsKept)); err != nil {
+		errs = append(errs, err)
+	} else if n > 0 {
+		e.log.Info("pruned schedule slots", "slots", n)
 	}
 	if e.opts.Audit != nil && e.opts.AuditRetention > 0 {
 		if n, err := e.opts.Audit.PruneRetention(ctx, e.opts.AuditRetention); err != nil {

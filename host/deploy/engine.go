@@ -357,6 +357,12 @@ func (e *Engine) check(ctx context.Context, d store.Deployment, raw json.RawMess
 
 // enqueue stores a build and queues it, refusing a full queue or a second build.
 func (e *Engine) enqueue(ctx context.Context, d store.Deployment, operation string, cfg json.RawMessage, refs map[string]string, revision string) (store.Build, error) {
+	return e.enqueueSlot(ctx, d, operation, cfg, refs, revision, nil)
+}
+
+// enqueueSlot is enqueue for a scheduled backup that takes backup, its slot, with the
+// build; it wraps store.ErrSlotTaken when another scheduler took it.
+func (e *Engine) enqueueSlot(ctx context.Context, d store.Deployment, operation string, cfg json.RawMessage, refs map[string]string, revision string, backup *store.Slot) (store.Build, error) {
 	if e.queue == nil {
 		return store.Build{}, errors.New("the engine has no queue")
 	}
@@ -381,7 +387,7 @@ func (e *Engine) enqueue(ctx context.Context, d store.Deployment, operation stri
 			domain = c.Domain
 		}
 	}
-	b, err := e.opts.Store.SubmitBuild(ctx, d.ID, operation, store.Submission{Config: string(cfg), SecretRefs: string(refsJSON), Domain: domain, Revision: revision})
+	b, err := e.opts.Store.SubmitBuild(ctx, d.ID, operation, store.Submission{Config: string(cfg), SecretRefs: string(refsJSON), Domain: domain, Revision: revision, Backup: backup})
 	if errors.Is(err, store.ErrConflict) {
 		return store.Build{}, refuse(CodeConflict, "", "a build of this deployment is queued or running: wait for it to finish")
 	}

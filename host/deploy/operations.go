@@ -31,6 +31,10 @@ type Operation struct {
 	// Trigger says who asked for a backup: store.BackupManual, BackupScheduled or
 	// BackupUpgrade. Operate sets it; a caller's value is not taken.
 	Trigger string `json:"trigger,omitempty"`
+
+	// slot is the scheduled time a scheduled backup takes (see backupSlot): never a
+	// caller's, never stored in the build's configuration.
+	slot *store.Slot
 }
 
 // Operate queues an operation of an app (backup, restore or drill) as a build of the deployment,
@@ -69,7 +73,7 @@ func (e *Engine) operate(ctx context.Context, d store.Deployment, name string, o
 	if err != nil {
 		return store.Build{}, err
 	}
-	return e.enqueue(ctx, d, name, raw, nil, d.CatalogRevision)
+	return e.enqueueSlot(ctx, d, name, raw, nil, d.CatalogRevision, op.slot)
 }
 
 // Backups lists an app's backups, oldest first.

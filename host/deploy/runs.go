@@ -112,6 +112,16 @@ type RunRequest struct {
 	// Actor is who asks (a user's name, or "scheduler"); Trigger manual or scheduled.
 	Actor   string
 	Trigger string
+
+	// schedule is the schedule and time a scheduled run is queued for, never a caller's.
+	schedule *scheduledRun
+}
+
+// scheduledRun is the slot a scheduled run takes: its schedule, the time it is queued
+// for, and the tick that queues it.
+type scheduledRun struct {
+	id        string
+	at, ranAt time.Time
 }
 
 // StartRun validates a run's input against its operation's schema, keeps its secret
@@ -180,11 +190,17 @@ func (e *Engine) queueRun(ctx context.Context, d store.Deployment, req RunReques
 		b, _ := json.Marshal(byInput)
 		run.SecretRefs = string(b)
 	}
-	run, err = e.opts.Store.CreateRun(ctx, run)
+	var created store.Run
+	if sc := req.schedule; sc != nil {
+		created, err = e.opts.Store.CreateScheduledRun(ctx, run, sc.id, sc.at, sc.ranAt)
+	} else {
+		created, err = e.opts.Store.CreateRun(ctx, run)
+	}
 	if err != nil {
 		e.dropRunSecrets(d.Namespace, run.SecretInstance)
 		return store.Run{}, err
 	}
+	run = created
 	if err := e.queue.EnqueueRun(ctx, run.ID, d.NodeHost); err != nil {
 		_ = e.opts.Store.FinishRun(context.WithoutCancel(ctx), run.ID, store.RunEnd{State: store.RunFailed, Reason: "could not be queued"})
 		e.dropRunSecrets(d.Namespace, run.SecretInstance)

@@ -47,6 +47,13 @@ func goBuild(t *testing.T, out, pkg string) {
 
 func setupRuns(t *testing.T) *runsBundle {
 	t.Helper()
+	return setupRunsOn(t, store.Config{Database: "sqlite", DataDir: t.TempDir()}, "")
+}
+
+// setupRunsOn is setupRuns on the database of cfg, its queue's River client named
+// clientID (cluster mode on PostgreSQL when set).
+func setupRunsOn(t *testing.T, cfg store.Config, clientID string) *runsBundle {
+	t.Helper()
 	ctx := context.Background()
 	dir := t.TempDir()
 	pluginDir, artifacts := filepath.Join(dir, "plugins"), filepath.Join(dir, "artifacts")
@@ -67,7 +74,7 @@ func setupRuns(t *testing.T) *runsBundle {
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(artifacts, "sh"), sh, 0o755))
 
-	st, err := store.Open(ctx, store.Config{Database: "sqlite", DataDir: t.TempDir()})
+	st, err := store.Open(ctx, cfg)
 	require.NoError(t, err)
 	t.Cleanup(func() { st.Close() })
 	m, err := plugins.New(plugins.Options{Dir: pluginDir, DataDir: filepath.Join(dir, "data"), Logger: hclog.NewNullLogger(),
@@ -86,7 +93,7 @@ func setupRuns(t *testing.T) *runsBundle {
 	e := New(Options{Store: st, Plugins: m, Catalog: cat, Audit: audit.New(st, audit.Options{}), Clock: clock.Now, Environment: []config.Resource{
 		{Type: contract.Instance, Provider: "local"}, {Type: contract.Secret, Provider: "embedded"},
 	}})
-	q, err := queue.New(st, queue.Config{Builder: queue.BuilderFunc(func(context.Context, string, func(string, string)) error { return nil }), Runner: e})
+	q, err := queue.New(st, queue.Config{Builder: queue.BuilderFunc(func(context.Context, string, func(string, string)) error { return nil }), Runner: e, ClientID: clientID})
 	require.NoError(t, err)
 	e.SetQueue(q)
 	require.NoError(t, q.Start(ctx))

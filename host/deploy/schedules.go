@@ -88,7 +88,9 @@ func (e *Engine) AddSchedule(ctx context.Context, deploymentID string, req Sched
 
 // runSchedules queues a run of every schedule due at now, once however many of its times
 // passed while no fedhost ran, and moves each to its next time after now. A schedule of
-// a suspended or destroyed deployment queues nothing and moves on.
+// a suspended or destroyed deployment queues nothing and moves on. Each run takes the
+// slot of its schedule's time with it (store.CreateScheduledRun): two schedulers at once,
+// as an old leader and a new one, queue each scheduled time once.
 func (e *Engine) runSchedules(ctx context.Context, now time.Time) (int, error) {
 	due, err := e.opts.Store.DueRunSchedules(ctx, now)
 	if err != nil {
@@ -115,13 +117,19 @@ func (e *Engine) runSchedules(ctx context.Context, now time.Time) (int, error) {
 		if d.State == StateSuspended || d.State == StateExported || d.State == StateDestroyed {
 			continue
 		}
-		r, err := e.StartRun(ctx, d.ID, RunRequest{App: sc.App, Operation: sc.Operation, Input: []byte(sc.Input), Actor: "scheduler", Trigger: store.RunScheduled})
+		_, err = e.StartRun(ctx, d.ID, RunRequest{App: sc.App, Operation: sc.Operation, Input: []byte(sc.Input), Actor: "scheduler", Trigger: store.RunScheduled,
+			schedule: &scheduledRun{id: sc.ID, at: sc.NextAt, ranAt: now}})
+		if errors.Is(err, store.ErrSlotTaken) {
+			// Another scheduler queued this time (an old leader still ticking while a new
+			// one starts): not again.
+			e.log.Debug("a scheduled run was queued already", "deployment_id", d.ID, "schedule", sc.ID, "at", sc.NextAt.UTC().Format(time.RFC3339))
+			continue
+		}
 		if err != nil {
 			e.log.Warn("a scheduled run was not queued", "deployment_id", d.ID, "app", sc.App, "operation", sc.Operation, "error", err)
 			continue
 		}
 		queued++
-		errs = append(errs, e.opts.Store.ScheduleRan(ctx, sc.ID, r.ID, now))
 	}
 	return queued, errors.Join(errs...)
 }

@@ -16,7 +16,7 @@ import (
 
 // helloDirs makes a plugin dir and an artifacts dir beside it, as docs/plugins.md tells
 // an author to: the plugins of the embedded default, the hello plugin and its server.
-func helloDirs(t *testing.T) (pluginDir string) {
+func helloDirs(t testing.TB) (pluginDir string) {
 	return pluginDirs(t, map[string]string{
 		"plugins/fedhost-app-hello": "./examples/hello", "artifacts/hello-server": "./examples/hello/cmd/hello-server"})
 }
@@ -25,7 +25,7 @@ func helloDirs(t *testing.T) (pluginDir string) {
 // artifacts of the embedded default, built from this tree, and the programs of builds
 // (an output path under the dir, such as plugins/fedhost-app-x, to the package built
 // there, relative to the repository), and a plugins.lock of them all.
-func pluginDirs(t *testing.T, builds map[string]string) (pluginDir string) {
+func pluginDirs(t testing.TB, builds map[string]string) (pluginDir string) {
 	dir := t.TempDir()
 	pluginDir, artifacts := filepath.Join(dir, "plugins"), filepath.Join(dir, "artifacts")
 	for src, dst := range map[string]string{filepath.Join(binDir, "plugins"): pluginDir, filepath.Join(binDir, "artifacts"): artifacts} {

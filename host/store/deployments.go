@@ -162,13 +162,26 @@ func (s *Store) UpdateDeployment(ctx context.Context, id string, columns map[str
 type Submission struct {
 	Config, SecretRefs, Domain string
 	Revision                   string
+	// Backup, when set, is the slot of the scheduled backup the build takes (its app and
+	// scheduled time): taken with the build, or ErrSlotTaken and no build when another
+	// scheduler took it.
+	Backup *Slot
 }
 
 // SubmitBuild stores a queued build and, for a deploy, the deployment's new configuration,
-// in one transaction, so a configuration is never stored without its build.
+// in one transaction, so a configuration is never stored without its build; a scheduled
+// backup's slot (sub.Backup) is taken in that transaction too, and a taken one returns
+// ErrSlotTaken.
 func (s *Store) SubmitBuild(ctx context.Context, deploymentID, operation string, sub Submission) (Build, error) {
 	b := Build{ID: newID(), DeploymentID: deploymentID, Operation: operation, Config: sub.Config, CatalogRevision: sub.Revision, State: BuildQueued}
 	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		if sub.Backup != nil {
+			// First: a second scheduler waits here for the first one's transaction, and
+			// then finds the slot taken rather than the deployment busy.
+			if err := takeSlot(tx, deploymentID, SlotBackup, *sub.Backup, b.ID); err != nil {
+				return err
+			}
+		}
 		if operation == OperationDeploy {
 			if err := claimDomain(tx, deploymentID, sub.Domain); err != nil {
 				return err
@@ -184,7 +197,7 @@ func (s *Store) SubmitBuild(ctx context.Context, deploymentID, operation string,
 		}
 		return tx.Create(&b).Error
 	})
-	if errors.Is(err, ErrDomainTaken) {
+	if errors.Is(err, ErrDomainTaken) || errors.Is(err, ErrSlotTaken) {
 		return Build{}, err
 	}
 	if err != nil {

@@ -36,6 +36,7 @@ var migrations = []migration{
 	migrateScale,
 	migrateExports,
 	migrateTickDue,
+	migrateScheduleSlots,
 }
 
 // SchemaVersion returns the schema version this binary knows.

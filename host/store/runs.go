@@ -402,12 +402,6 @@ func (s *Store) ClaimSchedule(ctx context.Context, sc RunSchedule, next time.Tim
 	return res.RowsAffected == 1, nil
 }
 
-// ScheduleRan records the run a schedule queued at t.
-func (s *Store) ScheduleRan(ctx context.Context, id, runID string, t time.Time) error {
-	return s.db.WithContext(ctx).Model(&RunSchedule{}).Where("id = ?", id).
-		Updates(map[string]any{"last_at": t.UTC(), "last_run_id": runID}).Error
-}
-
 // DeleteRunSchedule removes a deployment's schedule.
 func (s *Store) DeleteRunSchedule(ctx context.Context, deploymentID, id string) error {
 	res := s.db.WithContext(ctx).Where("deployment_id = ? AND id = ?", deploymentID, id).Delete(&RunSchedule{})
