@@ -73,7 +73,16 @@ func (e *Engine) runUpdates(ctx context.Context, now time.Time, ds []store.Deplo
 			continue
 		}
 		d := byID[dec.ID]
-		b, err := e.enqueue(actx, d, store.OperationDeploy, json.RawMessage(d.Config), e.storedRefs(d), current)
+		// The stored configuration as a submit with the updates applied takes it: the
+		// renames from the versions it was made for to the newest, and the newest
+		// schemas' defaults. One the newest schemas refuse goes as it is stored: its
+		// build then fails saying why (a version guard, an option the plugin refuses),
+		// as any failed update shows.
+		cfg, refs := json.RawMessage(d.Config), e.storedRefs(d)
+		if migrated, migratedRefs, _, err := e.check(ctx, d, cfg, current, nil); err == nil {
+			cfg, refs = migrated, migratedRefs
+		}
+		b, err := e.enqueue(actx, d, store.OperationDeploy, cfg, refs, current)
 		ev := audit.Event{Action: "automatic_update", DeploymentID: d.ID, Result: audit.ResultOK, Reason: d.CatalogRevision + " to " + current}
 		if err != nil {
 			// A build of the deployment is running, or the queue is full: the next tick tries again.

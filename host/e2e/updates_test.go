@@ -67,7 +67,10 @@ func TestUpdatesFollowTheirPolicies(t *testing.T) {
 	opens := time.Now().In(time.FixedZone("", 0)).Add(6 * time.Hour).Format("15:04")
 	require.Equal(t, http.StatusOK, h.call("PUT", "/deployments/"+window.ID+"/update-policy",
 		map[string]any{"policy": "window", "window_start": opens, "window_minutes": 15, "time_zone": "UTC"}, nil))
-	for _, d := range []deployment{auto, manual, window} {
+	// The automatic one has an option the newer plugin renames (httpClientTimeout is
+	// fetcher.timeout from 2.3.6): its update must carry the value over.
+	require.Equal(t, "succeeded", h.wait(h.submit(auto.ID, minifluxConfig("auto.example.org", map[string]any{"httpClientTimeout": 45})).ID).State)
+	for _, d := range []deployment{manual, window} {
 		require.Equal(t, "succeeded", h.wait(h.submit(d.ID, minifluxConfig(d.Namespace+".example.org", nil)).ID).State)
 	}
 	first := h.revision(auto.ID).CatalogRevision
@@ -89,6 +92,17 @@ func TestUpdatesFollowTheirPolicies(t *testing.T) {
 	}, 2*time.Minute, 200*time.Millisecond, "the automatic deployment did not update")
 	second := h.revision(auto.ID).CatalogRevision
 	require.NotEqual(t, first, second)
+	var updated struct {
+		Config struct {
+			Apps map[string]struct {
+				Options map[string]any `json:"options"`
+			} `json:"apps"`
+		} `json:"config"`
+	}
+	require.Equal(t, http.StatusOK, h.call("GET", "/deployments/"+auto.ID, nil, &updated))
+	opts := updated.Config.Apps["miniflux"].Options
+	require.NotContains(t, opts, "httpClientTimeout", "the renamed option left its old name")
+	require.Equal(t, map[string]any{"timeout": 45.0, "allowPrivateNetworks": false}, opts["fetcher"], "the renamed option kept its value")
 	time.Sleep(4 * time.Second) // several ticks
 	require.Len(t, h.builds(auto.ID), 2, "one automatic update per revision")
 	m := h.revision(manual.ID)

@@ -74,9 +74,10 @@ func TestMain(m *testing.M) {
 }
 
 // settingsJSON are the plugin's settings against the test pebble and named, with dir
-// for the issued chains.
+// for the issued chains. The timeout is generous: on a loaded 2-core CI machine, with
+// every package's tests running, one renewal did not finish its order within 60 s.
 func settingsJSON(dir string) json.RawMessage {
-	return fmt.Appendf(nil, `{"directory_url":%q,"ca_certificates":%q,"resolvers":[%q],"http01_address":"127.0.0.1:%d","timeout_seconds":60,"dir":%q}`,
+	return fmt.Appendf(nil, `{"directory_url":%q,"ca_certificates":%q,"resolvers":[%q],"http01_address":"127.0.0.1:%d","timeout_seconds":120,"dir":%q}`,
 		pebble.DirectoryURL, pebble.CAFile, bind.DNSAddr, http01Port, dir)
 }
 
