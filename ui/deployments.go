@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -39,7 +40,12 @@ func (u *UI) deployments(c *fiber.Ctx, s *session) error {
 	}
 	names := map[string]string{}
 	if s.Superuser {
-		if names, err = u.userNames(s.ctx); err != nil {
+		owners := make([]string, 0, len(list))
+		for _, d := range list {
+			owners = append(owners, d.Owner)
+		}
+		slices.Sort(owners)
+		if names, err = u.d.Store.UserNames(s.ctx, slices.Compact(owners)); err != nil {
 			return err
 		}
 	}
@@ -53,17 +59,16 @@ func (u *UI) deployments(c *fiber.Ctx, s *session) error {
 	return u.render(c, fiber.StatusOK, "deployments", u.view(s, "Deployments", "deployments", page))
 }
 
-// userNames maps user ids to names, for pages that show owners and actors.
-func (u *UI) userNames(ctx context.Context) (map[string]string, error) {
-	users, err := u.d.Auth.Users(ctx)
-	if err != nil {
-		return nil, err
+// userName is the name of the account with id: the session's own, or read.
+func (u *UI) userName(s *session, id string) (string, error) {
+	if id == s.ID {
+		return s.Name, nil
 	}
-	out := make(map[string]string, len(users))
-	for _, x := range users {
-		out[x.ID] = x.Name
+	x, err := u.d.Store.UserByID(s.ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil // an owner since deleted: the page shows none
 	}
-	return out, nil
+	return x.Name, err
 }
 
 type newDeploymentData struct {
@@ -169,25 +174,29 @@ func (u *UI) showDeployment(c *fiber.Ctx, s *session, d store.Deployment, status
 		}
 		data.Nodes = append(data.Nodes, n)
 	}
-	if data.Builds, err = u.d.Store.ListBuilds(s.ctx, d.ID, 5); err != nil {
+	// The rows and the builds are read once: the front door and the backups are told
+	// from them too.
+	builds, err := u.d.Store.ListBuilds(s.ctx, d.ID, deploy.RecentBuilds)
+	if err != nil {
 		return err
 	}
+	data.Builds = builds[:min(len(builds), 5)]
 	data.Running = len(data.Builds) > 0 && !data.Builds[0].State.Finished()
-	data.Backups, data.BackupsError = u.backupStatuses(s.ctx, d)
-	if data.FrontDoor, err = u.d.Engine.FrontDoor(s.ctx, d); err != nil {
+	if data.Backups, err = u.d.Engine.BackupStatusesFrom(s.ctx, d, rows); err != nil {
+		data.BackupsError = err.Error()
+	}
+	if data.FrontDoor, err = u.d.Engine.FrontDoorFrom(s.ctx, d, rows, builds); err != nil {
 		data.FrontDoorError = err.Error()
 	}
-	if data.Operations, err = u.d.Engine.Operations(s.ctx, d.ID); err != nil {
+	if data.Operations, err = u.d.Engine.OperationsOf(s.ctx, d); err != nil {
 		data.OperationsError = err.Error()
 	}
 	if data.Runs, err = u.d.Store.ListRuns(s.ctx, d.ID, 10); err != nil {
 		return err
 	}
-	names, err := u.userNames(s.ctx)
-	if err != nil {
+	if data.Owner, err = u.userName(s, d.Owner); err != nil {
 		return err
 	}
-	data.Owner = names[d.Owner]
 	v := u.view(s, d.Name, "deployments", data)
 	v.Error = message
 	return u.render(c, status, "deployment", v)

@@ -32,7 +32,7 @@ type operationData struct {
 
 // operationOf finds an app's operation in the deployment; ok is false when there is none.
 func (u *UI) operationOf(c *fiber.Ctx, s *session, d store.Deployment) (deploy.AppOperation, bool, error) {
-	ops, err := u.d.Engine.Operations(s.ctx, d.ID)
+	ops, err := u.d.Engine.OperationsOf(s.ctx, d)
 	if err != nil {
 		return deploy.AppOperation{}, false, err
 	}

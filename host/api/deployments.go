@@ -327,17 +327,23 @@ func (h *handlers) getDeployment(c *fiber.Ctx) error {
 	if out.Hosts, err = h.d.Engine.HostNames(ctx, d); err != nil {
 		return err
 	}
-	fd, err := h.d.Engine.FrontDoor(ctx, d)
+	// The rows and the builds are read once: the front door and the backups are told
+	// from them too.
+	builds, err := h.d.Store.ListBuilds(ctx, d.ID, deploy.RecentBuilds)
+	if err != nil {
+		return err
+	}
+	fd, err := h.d.Engine.FrontDoorFrom(ctx, d, rows, builds)
 	if err != nil {
 		return err
 	}
 	if len(fd.Apps) > 0 {
 		out.FrontDoor = &fd
 	}
-	if out.Backups, err = h.d.Engine.BackupStatuses(ctx, d); err != nil {
+	if out.Backups, err = h.d.Engine.BackupStatusesFrom(ctx, d, rows); err != nil {
 		return err
 	}
-	if builds, err := h.d.Store.ListBuilds(ctx, d.ID, 1); err == nil && len(builds) > 0 {
+	if len(builds) > 0 {
 		b := toBuild(builds[0])
 		out.LastBuild = &b
 	}

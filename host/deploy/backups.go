@@ -107,6 +107,11 @@ func (e *Engine) BackupStatuses(ctx context.Context, d store.Deployment) ([]Back
 	if err != nil {
 		return nil, err
 	}
+	return e.BackupStatusesFrom(ctx, d, rows)
+}
+
+// BackupStatusesFrom is BackupStatuses from the deployment's resource rows, read already.
+func (e *Engine) BackupStatusesFrom(ctx context.Context, d store.Deployment, rows []store.Resource) ([]BackupStatus, error) {
 	records, err := e.opts.Store.AppBackups(ctx, d.ID)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/fedhost/fedhost/host/queue"
 	"github.com/fedhost/fedhost/host/store"
 	"github.com/fedhost/fedhost/sdk"
+	"github.com/fedhost/fedhost/sdk/app"
 	"github.com/fedhost/fedhost/sdk/contract"
 	"github.com/fedhost/fedhost/sdk/resource"
 	"github.com/fedhost/fedhost/sdk/schema"
@@ -93,6 +94,10 @@ type Engine struct {
 	// runnable caches Unrunnable's verdict per app version.
 	runnableMu sync.Mutex
 	runnable   map[string]string
+
+	// operations keeps each app version's operations (commandOperations).
+	operationsMu sync.Mutex
+	operations   map[string][]app.Operation
 }
 
 // New returns an engine; give it its queue with SetQueue before submitting.

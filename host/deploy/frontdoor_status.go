@@ -97,13 +97,28 @@ func (e *Engine) FrontDoor(ctx context.Context, d store.Deployment) (FrontDoorSt
 	if !e.has(contract.Route) {
 		return FrontDoorStatus{Apps: []AppFrontDoor{}}, nil
 	}
-	hosts, err := e.HostNames(ctx, d)
-	if err != nil || len(hosts) == 0 {
-		return FrontDoorStatus{Apps: []AppFrontDoor{}}, err
-	}
 	rows, err := e.opts.Store.Resources(ctx, d.ID)
 	if err != nil {
 		return FrontDoorStatus{}, err
+	}
+	var builds []store.Build
+	if e.has(contract.TLS) {
+		if builds, err = e.opts.Store.ListBuilds(ctx, d.ID, RecentBuilds); err != nil {
+			return FrontDoorStatus{}, err
+		}
+	}
+	return e.FrontDoorFrom(ctx, d, rows, builds)
+}
+
+// FrontDoorFrom is FrontDoor from what a page of the deployment has read already: its
+// resource rows and its RecentBuilds newest builds, newest first.
+func (e *Engine) FrontDoorFrom(ctx context.Context, d store.Deployment, rows []store.Resource, builds []store.Build) (FrontDoorStatus, error) {
+	if !e.has(contract.Route) {
+		return FrontDoorStatus{Apps: []AppFrontDoor{}}, nil
+	}
+	hosts, err := e.HostNames(ctx, d)
+	if err != nil || len(hosts) == 0 {
+		return FrontDoorStatus{Apps: []AppFrontDoor{}}, err
 	}
 	for _, r := range rows {
 		if r.Name == authRouteInstance || r.Name == authTLSInstance {
@@ -111,12 +126,6 @@ func (e *Engine) FrontDoor(ctx context.Context, d store.Deployment) (FrontDoorSt
 			hosts = maps.Clone(hosts)
 			hosts[""] = authLabel + "." + d.Domain
 			break
-		}
-	}
-	var builds []store.Build
-	if e.has(contract.TLS) {
-		if builds, err = e.opts.Store.ListBuilds(ctx, d.ID, recentBuilds); err != nil {
-			return FrontDoorStatus{}, err
 		}
 	}
 	return e.frontDoorOf(d, hosts, rows, builds, e.now()), nil
@@ -149,9 +158,9 @@ func (e *Engine) frontDoorOf(d store.Deployment, hosts map[string]string, rows [
 	return out
 }
 
-// recentBuilds is how many of a deployment's newest builds are read to find its last
+// RecentBuilds is how many of a deployment's newest builds are read to find its last
 // deploy: enough for the backups that may run between two deploys.
-const recentBuilds = 20
+const RecentBuilds = 20
 
 // certificateStatus reads a tls row: pending while it holds no certificate.
 func certificateStatus(row store.Resource, now time.Time, builds []store.Build) CertificateStatus {

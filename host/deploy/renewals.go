@@ -69,7 +69,7 @@ func (e *Engine) runRenewals(ctx context.Context, now time.Time, ds []store.Depl
 			continue
 		}
 		sort.Slice(certs, func(i, j int) bool { return certs[i].renewAfter.Before(certs[j].renewAfter) })
-		builds, err := e.opts.Store.ListBuilds(ctx, d.ID, recentBuilds)
+		builds, err := e.opts.Store.ListBuilds(ctx, d.ID, RecentBuilds)
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -45,6 +45,14 @@ func (e *Engine) Operations(ctx context.Context, deploymentID string) ([]AppOper
 	if err != nil {
 		return nil, err
 	}
+	return e.OperationsOf(ctx, d)
+}
+
+// OperationsOf is Operations of a deployment read already.
+func (e *Engine) OperationsOf(ctx context.Context, d store.Deployment) ([]AppOperation, error) {
+	if e.opts.Catalog == nil {
+		return nil, nil
+	}
 	cat, cfg, err := e.appsOf(ctx, d)
 	if err != nil {
 		return nil, err
@@ -85,23 +93,39 @@ func orEmpty(s string) string {
 	return s
 }
 
-// commandOperations asks an app for its operations, without the host's own.
+// commandOperations asks an app for its operations, without the host's own. An app
+// version's operations are part of its plugin, as its schema is: the answer is kept per
+// app version, so that a page of a deployment costs no call to the plugin.
 func (e *Engine) commandOperations(ctx context.Context, cat *catalog.Catalog, name string) ([]app.Operation, error) {
 	a, ok := cat.App(name)
 	if !ok {
 		return nil, refuse(CodeNotFound, "/app", "the catalog has no such app")
 	}
+	key := a.Name + "@" + a.Version
+	e.operationsMu.Lock()
+	ops, kept := e.operations[key]
+	e.operationsMu.Unlock()
+	if kept {
+		return slices.Clone(ops), nil
+	}
 	c, err := a.Plugin.Client()
 	if err != nil {
 		return nil, err
 	}
-	ops, err := c.App().Operations(ctx)
+	ops, err = c.App().Operations(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("app %s: listing its operations: %w", name, err)
 	}
-	return slices.DeleteFunc(ops, func(op app.Operation) bool {
+	ops = slices.DeleteFunc(ops, func(op app.Operation) bool {
 		return op.Name == store.OperationBackup || op.Name == store.OperationRestore
-	}), nil
+	})
+	e.operationsMu.Lock()
+	if e.operations == nil {
+		e.operations = map[string][]app.Operation{}
+	}
+	e.operations[key] = ops
+	e.operationsMu.Unlock()
+	return slices.Clone(ops), nil
 }
 
 // RunRequest asks for a run of an app's operation.

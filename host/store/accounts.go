@@ -99,6 +99,22 @@ func (s *Store) Users(ctx context.Context) ([]User, error) {
 	return users, nil
 }
 
+// UserNames maps each of ids that names a user to the user's name, for a page that shows
+// the owners of a few rows without reading every account.
+func (s *Store) UserNames(ctx context.Context, ids []string) (map[string]string, error) {
+	out := make(map[string]string, len(ids))
+	for i := 0; i < len(ids); i += tickChunk {
+		var rows []struct{ ID, Name string }
+		if err := s.db.WithContext(ctx).Model(&User{}).Select("id", "name").Where("id IN ?", ids[i:min(i+tickChunk, len(ids))]).Find(&rows).Error; err != nil {
+			return nil, fmt.Errorf("reading user names: %w", err)
+		}
+		for _, r := range rows {
+			out[r.ID] = r.Name
+		}
+	}
+	return out, nil
+}
+
 // CountUsers returns how many users exist.
 func (s *Store) CountUsers(ctx context.Context) (int64, error) {
 	var n int64

@@ -225,3 +225,30 @@ func requireSchemaVersion(t *testing.T, cfg store.Config, want int) {
 }
 
 func rawDB(t *testing.T, cfg store.Config) *sql.DB { return storetest.RawDB(t, cfg) }
+
+// UserNames answers the names of the IDs asked, leaves an unknown ID out, and answers
+// more IDs than one IN list holds.
+func TestUserNames(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, cfg store.Config) {
+		ctx := context.Background()
+		st := open(t, cfg)
+		var ids []string
+		want := map[string]string{}
+		for i := range 600 {
+			u, err := st.CreateUser(ctx, store.User{Name: fmt.Sprintf("user-%03d", i), PasswordHash: "x"})
+			require.NoError(t, err)
+			if i%2 == 0 {
+				ids = append(ids, u.ID)
+				want[u.ID] = u.Name
+			}
+		}
+		ids = append(ids, "no-such-user")
+		got, err := st.UserNames(ctx, ids)
+		require.NoError(t, err)
+		require.Equal(t, want, got)
+		got, err = st.UserNames(ctx, nil)
+		require.NoError(t, err)
+		require.Empty(t, got)
+	})
+}
