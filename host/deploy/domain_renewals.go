@@ -19,7 +19,10 @@ import (
 // that expires within 30 days and whose renewal is auto. A registrar that fails is asked
 // again at the next tick; the others go on.
 func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
-	recs, err := e.opts.Store.Domains(ctx, "")
+	// What is due is asked of the database: the domains awaiting a delegation checked
+	// over an hour ago, and each registrar's domains when its snapshot is due, rather
+	// than every domain at every tick.
+	awaiting, err := e.opts.Store.DomainsAwaiting(ctx, DomainAwaitingDelegation, now.Add(-delegationRecheck))
 	if err != nil {
 		return err
 	}
@@ -28,7 +31,7 @@ func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
 	if every <= 0 {
 		every = snapshotEvery
 	}
-	errs := []error{e.recheckDelegations(ctx, recs, now)}
+	errs := []error{e.recheckDelegations(ctx, awaiting, now)}
 	for _, name := range names {
 		last, err := e.opts.Store.LastSnapshot(ctx, name)
 		if err != nil {
@@ -38,11 +41,14 @@ func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
 		if !last.IsZero() && now.Sub(last) < every {
 			continue
 		}
-		held := map[string]store.Domain{}
+		recs, err := e.opts.Store.DomainsHeldAt(ctx, name, notHeld)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		held := make(map[string]store.Domain, len(recs))
 		for _, rec := range recs {
-			if rec.Mode == store.DomainRegistered && rec.Registrar == name && rec.State != DomainConfirmed && rec.State != DomainRefused && rec.State != DomainTransferring && rec.State != DomainTransferFailed && rec.State != "transferred_out" {
-				held[rec.Name] = rec
-			}
+			held[rec.Name] = rec
 		}
 		if err := e.snapshot(ctx, name, held, now); err != nil {
 			e.log.Warn("domain snapshot failed", "registrar", name, "error", err)
@@ -51,6 +57,10 @@ func (e *Engine) runDomainRenewals(ctx context.Context, now time.Time) error {
 	}
 	return errors.Join(errs...)
 }
+
+// notHeld are the states of a registered domain that a snapshot of its registrar's
+// account does not concern: not registered yet, refused, or moving in or gone.
+var notHeld = []string{DomainConfirmed, DomainRefused, DomainTransferring, DomainTransferFailed, domainTransferredOut}
 
 // delegationRecheck is how often an operator's own domain that is not delegated yet is
 // checked again between builds.

@@ -78,3 +78,43 @@ func TestDomainsContactsEventsAndPeriods(t *testing.T) {
 		require.Len(t, ps, 1, "miniflux ended before the range")
 	})
 }
+
+// The domain job's reads answer what it used to filter from every domain: the delegated
+// domains awaiting a delegation checked at or before the bound (or never), and the
+// domains registered at one registrar in a state a snapshot concerns.
+func TestDomainsDueForTheDomainJob(t *testing.T) {
+	storetest.Drivers(t, func(t *testing.T, cfg store.Config) {
+		ctx := context.Background()
+		st := storetest.Open(t, cfg)
+		bound := time.Date(2026, 12, 2, 10, 0, 0, 123456000, time.UTC)
+		at := func(d time.Duration) *time.Time { t := bound.Add(d); return &t }
+		put := func(name, mode, registrar, state string, checked *time.Time) {
+			require.NoError(t, st.PutDomain(ctx, store.Domain{Name: name, DeploymentID: "d-" + name, Owner: "alice", Mode: mode,
+				Registrar: registrar, State: state, CheckedAt: checked}))
+		}
+		put("never.test", store.DomainDelegated, "", "awaiting_delegation", nil)
+		put("at-bound.test", store.DomainDelegated, "", "awaiting_delegation", at(0))
+		put("before.test", store.DomainDelegated, "", "awaiting_delegation", at(-time.Minute))
+		put("after.test", store.DomainDelegated, "", "awaiting_delegation", at(time.Microsecond))
+		put("delegated.test", store.DomainDelegated, "", "delegated", nil)
+		put("registered.test", store.DomainRegistered, "porkbun", "awaiting_delegation", nil)
+		put("a.test", store.DomainRegistered, "porkbun", "registered", nil)
+		put("b.test", store.DomainRegistered, "porkbun", "released", nil)
+		put("c.test", store.DomainRegistered, "porkbun", "confirmed", nil)
+		put("d.test", store.DomainRegistered, "inwx", "registered", nil)
+
+		names := func(ds []store.Domain, err error) []string {
+			require.NoError(t, err)
+			var out []string
+			for _, d := range ds {
+				out = append(out, d.Name)
+			}
+			return out
+		}
+		require.Equal(t, []string{"at-bound.test", "before.test", "never.test"},
+			names(st.DomainsAwaiting(ctx, "awaiting_delegation", bound)))
+		require.Equal(t, []string{"a.test", "b.test", "registered.test"},
+			names(st.DomainsHeldAt(ctx, "porkbun", []string{"confirmed"})))
+		require.Equal(t, []string{"d.test"}, names(st.DomainsHeldAt(ctx, "inwx", nil)))
+	})
+}

@@ -37,6 +37,7 @@ var migrations = []migration{
 	migrateExports,
 	migrateTickDue,
 	migrateScheduleSlots,
+	migrateDomainsDue,
 }
 
 // SchemaVersion returns the schema version this binary knows.
