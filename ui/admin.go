@@ -15,8 +15,8 @@ import (
 	"github.com/fedhost/fedhost/host/store"
 )
 
-// jobsShown bounds the jobs page.
-const jobsShown = 200
+// jobsShown is a page of the jobs page; an Older jobs link shows the next.
+const jobsShown = 50
 
 type operatorsData struct {
 	Users []auth.User
@@ -193,12 +193,18 @@ type job struct {
 	Deployment store.DeploymentSummary
 }
 
+// jobsPage is one page of the jobs; Next is the `before` of the next page.
+type jobsPage struct {
+	Rows []job
+	Next string
+}
+
 func (u *UI) jobs(c *fiber.Ctx, s *session) error {
 	return u.showJobs(c, s, fiber.StatusOK, "")
 }
 
 func (u *UI) showJobs(c *fiber.Ctx, s *session, status int, message string) error {
-	builds, err := u.d.Store.ListAllBuilds(s.ctx, jobsShown)
+	builds, err := u.d.Store.ListBuildsBefore(s.ctx, c.Query("before"), jobsShown)
 	if err != nil {
 		return err
 	}
@@ -211,11 +217,14 @@ func (u *UI) showJobs(c *fiber.Ctx, s *session, status int, message string) erro
 	if err != nil {
 		return err
 	}
-	list := make([]job, len(builds))
+	page := jobsPage{Rows: make([]job, len(builds))}
 	for i, b := range builds {
-		list[i] = job{Build: b, Deployment: byID[b.DeploymentID]}
+		page.Rows[i] = job{Build: b, Deployment: byID[b.DeploymentID]}
 	}
-	v := u.view(s, "Jobs", "jobs", list)
+	if len(builds) == jobsShown {
+		page.Next = builds[len(builds)-1].ID
+	}
+	v := u.view(s, "Jobs", "jobs", page)
 	v.Error = message
 	return u.render(c, status, "admin_jobs", v)
 }

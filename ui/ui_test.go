@@ -500,6 +500,42 @@ func TestJobsListsBuildsOfEveryDeployment(t *testing.T) {
 	require.True(t, b.hasBuildRefusal(t, "build.cancel", "bob", d.ID, build.ID), "the refusal names the build and its deployment")
 }
 
+// The jobs page shows 50 builds and links to the older ones: page by page, every build
+// once, newest first.
+func TestJobsPageIsPaged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	d := b.create(t, "bob", "bob-feeds")
+	want := map[string]bool{}
+	for range 57 {
+		build, err := b.st.CreateBuild(ctx, d.ID)
+		require.NoError(t, err)
+		require.NoError(t, b.st.SetBuildState(ctx, build.ID, store.BuildSucceeded, ""))
+		want[build.ID] = true
+	}
+	link := regexp.MustCompile(`href="/admin/jobs\?before=([^"]+)"`)
+	builds := regexp.MustCompile(`href="/builds/([^"]+)"`)
+	seen := map[string]bool{}
+	var pages []int
+	for path := "/admin/jobs"; path != ""; {
+		require.Less(t, len(pages), 3, "the pages do not end")
+		_, body := b.as(t, "root").get(t, path)
+		ids := builds.FindAllStringSubmatch(body, -1)
+		pages = append(pages, len(ids))
+		for _, m := range ids {
+			require.False(t, seen[m[1]], "build %s on two pages", m[1])
+			seen[m[1]] = true
+		}
+		path = ""
+		if m := link.FindStringSubmatch(body); m != nil {
+			path = "/admin/jobs?before=" + m[1]
+		}
+	}
+	require.Equal(t, []int{50, 7}, pages)
+	require.Equal(t, want, seen)
+}
+
 // hasBuildRefusal reports whether user's refused action on build (of deployment) is in
 // the audit trail under both ids.
 func (b *bundle) hasBuildRefusal(t *testing.T, action, user, deployment, build string) bool {

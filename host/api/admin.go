@@ -155,9 +155,16 @@ type Job struct {
 }
 
 func (h *handlers) listJobs(c *fiber.Ctx) error {
-	builds, err := h.d.Store.ListAllBuilds(c.UserContext(), 500)
+	limit, err := queryInt(c, "limit", maxPage, 1, maxPage)
 	if err != nil {
 		return err
+	}
+	builds, err := h.d.Store.ListBuildsBefore(c.UserContext(), c.Query("before"), limit)
+	if err != nil {
+		return err
+	}
+	if len(builds) == limit {
+		c.Set(NextPageHeader, builds[len(builds)-1].ID)
 	}
 	out := make([]Job, 0, len(builds))
 	for _, b := range builds {

@@ -345,3 +345,48 @@ func TestPanicAnswersItsRequestOnly(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
+
+// GET /api/v1/jobs pages through every build, newest first: X-Next-Before leads to the
+// next page until a page is short.
+func TestJobsArePaged(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	root := b.user(t, "root", true)
+	status, body := b.do(t, root, "POST", "/api/v1/deployments", `{"namespace":"paged"}`)
+	require.Equal(t, http.StatusCreated, status, "%s", body)
+	var d api.Deployment
+	require.NoError(t, json.Unmarshal(body, &d))
+	var want []string
+	for range 7 {
+		build, err := b.st.CreateBuild(ctx, d.ID)
+		require.NoError(t, err)
+		require.NoError(t, b.st.SetBuildState(ctx, build.ID, store.BuildSucceeded, ""))
+		want = append([]string{build.ID}, want...)
+	}
+	var got []string
+	var sizes []int
+	for path := "/api/v1/jobs?limit=3"; path != ""; {
+		require.Less(t, len(sizes), 4, "the pages do not end")
+		req := httptest.NewRequest("GET", path, nil)
+		req.AddCookie(&http.Cookie{Name: api.SessionCookie, Value: root.cookie})
+		resp, err := b.app.Test(req, -1)
+		require.NoError(t, err)
+		var jobs []api.Job
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&jobs))
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		sizes = append(sizes, len(jobs))
+		for _, j := range jobs {
+			got = append(got, j.ID)
+		}
+		path = ""
+		if next := resp.Header.Get(api.NextPageHeader); next != "" {
+			path = "/api/v1/jobs?limit=3&before=" + next
+		}
+	}
+	require.Equal(t, []int{3, 3, 1}, sizes)
+	require.Equal(t, want, got, "every build once, newest first")
+	status, _ = b.do(t, root, "GET", "/api/v1/jobs?limit=0", "")
+	require.Equal(t, http.StatusBadRequest, status)
+}

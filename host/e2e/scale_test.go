@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,6 +56,9 @@ func BenchmarkScale(b *testing.B) {
 
 	require.Contains(b, get(b, base+"/admin/jobs", root), "/deployments/")
 
+	// FEDHOST_SCALE_ONLY=jobs,audit-own measures only the URLs named (a profile of one).
+	only := os.Getenv("FEDHOST_SCALE_ONLY")
+	b.Logf("serve: pid %d", h.cmd.Process.Pid)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for _, m := range []struct{ name, path, header string }{
@@ -67,6 +71,9 @@ func BenchmarkScale(b *testing.B) {
 			{"audit-own", "/api/v1/me/audit-events", "Authorization: Bearer " + f.OperatorToken},
 			{"jobs", "/admin/jobs", root},
 		} {
+			if only != "" && !slices.Contains(strings.Split(only, ","), m.name) {
+				continue
+			}
 			r := runWrk(b, wrk, base+m.path, m.header)
 			b.ReportMetric(r.rps, m.name+"-req/s")
 			b.ReportMetric(ms(r.p99), m.name+"-p99-ms")

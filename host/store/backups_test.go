@@ -94,6 +94,7 @@ func TestUserAuditEventsNewestFirst(t *testing.T) {
 			{Actor: "alice", Action: "user.login"},
 			{Actor: "root", Action: "user.promote", Subject: "alice"},
 			{Actor: "bob", Action: "user.login"},
+			{Actor: "alice", Action: "token.create", Subject: "alice"},
 			{Actor: "alice", Action: "deployment.submit"},
 		} {
 			e.Result, e.Time = "ok", time.Date(2026, 1, 1, 0, i, 0, 0, time.UTC)
@@ -106,7 +107,7 @@ func TestUserAuditEventsNewestFirst(t *testing.T) {
 		for _, e := range events {
 			actions = append(actions, e.Action)
 		}
-		require.Equal(t, []string{"deployment.submit", "user.promote", "user.login"}, actions, "by or about alice, newest first")
+		require.Equal(t, []string{"deployment.submit", "token.create", "user.promote", "user.login"}, actions, "by or about alice, newest first, an event by and about her once")
 		events, err = st.UserAuditEvents(ctx, "alice", 1)
 		require.NoError(t, err)
 		require.Len(t, events, 1)

@@ -98,7 +98,14 @@ func (s *Store) ListDeploymentSummaries(ctx context.Context, owner, before strin
 		q += ` AND id < ` + s.placeholder(len(args)+1)
 		args = append(args, before)
 	}
-	q += ` ORDER BY id DESC LIMIT ` + s.placeholder(len(args)+1)
+	// An owner's page is ordered by deployments_owner's columns: a generic plan of the
+	// prepared statement cannot then prefer walking the primary key (see
+	// UserAuditEventsAfter).
+	if owner != "" {
+		q += ` ORDER BY owner DESC, id DESC LIMIT ` + s.placeholder(len(args)+1)
+	} else {
+		q += ` ORDER BY id DESC LIMIT ` + s.placeholder(len(args)+1)
+	}
 	args = append(args, limit)
 	rows, err := s.gormDB.QueryContext(ctx, q, args...)
 	if err != nil {
@@ -309,10 +316,22 @@ func (s *Store) ExpiredRetained(ctx context.Context, t time.Time) ([]Resource, e
 	return out, err
 }
 
-// ListAllBuilds returns the newest builds of every deployment, at most limit.
+// ListAllBuilds returns the newest builds of every deployment, at most limit, without
+// their configurations (Config is empty): the lists of jobs show none.
 func (s *Store) ListAllBuilds(ctx context.Context, limit int) ([]Build, error) {
+	return s.ListBuildsBefore(ctx, "", limit)
+}
+
+// ListBuildsBefore is ListAllBuilds from the build after the one with ID before (in
+// the list's order, newest first): the next page. An unknown before gives none.
+func (s *Store) ListBuildsBefore(ctx context.Context, before string, limit int) ([]Build, error) {
+	q := s.db.WithContext(ctx).Omit("config")
+	if before != "" {
+		// Row values: the order's columns, through builds_created_at.
+		q = q.Where("(created_at, id) < (SELECT created_at, id FROM builds WHERE id = ?)", before)
+	}
 	var out []Build
-	if err := s.db.WithContext(ctx).Order("created_at DESC, id DESC").Limit(limit).Find(&out).Error; err != nil {
+	if err := q.Order("created_at DESC, id DESC").Limit(limit).Find(&out).Error; err != nil {
 		return nil, fmt.Errorf("listing builds: %w", err)
 	}
 	return out, nil

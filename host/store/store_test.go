@@ -252,3 +252,35 @@ func TestUserNames(t *testing.T) {
 		require.Empty(t, got)
 	})
 }
+
+// ListBuildsBefore pages through every build, newest first, without configurations.
+func TestListBuildsBeforePages(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, cfg store.Config) {
+		ctx := context.Background()
+		st := open(t, cfg)
+		var want []string
+		for i := range 5 {
+			d, err := st.CreateDeployment(ctx, store.Deployment{Namespace: fmt.Sprintf("pages-%d", i), Config: "{}"})
+			require.NoError(t, err)
+			b, err := st.SubmitBuild(ctx, d.ID, store.OperationDeploy, store.Submission{Config: `{"big":"config"}`, SecretRefs: "{}"})
+			require.NoError(t, err)
+			want = append([]string{b.ID}, want...)
+		}
+		var got []string
+		before := ""
+		for range 4 {
+			page, err := st.ListBuildsBefore(ctx, before, 2)
+			require.NoError(t, err)
+			for _, b := range page {
+				require.Empty(t, b.Config, "a list of jobs reads no configuration")
+				got = append(got, b.ID)
+			}
+			if len(page) < 2 {
+				break
+			}
+			before = page[len(page)-1].ID
+		}
+		require.Equal(t, want, got)
+	})
+}
