@@ -99,8 +99,8 @@ func (s *Store) AuditEvents(ctx context.Context, afterSeq int64, limit int) ([]A
 func (s *Store) UserAuditEvents(ctx context.Context, user string, limit int) ([]AuditEvent, error) {
 	// As UserAuditEventsAfter reads, newest first.
 	var events []AuditEvent
-	if err := s.db.WithContext(ctx).Raw(`SELECT * FROM (SELECT * FROM audit_events WHERE actor = ? ORDER BY actor DESC, seq DESC LIMIT ?) AS by_actor
-		UNION ALL SELECT * FROM (SELECT * FROM audit_events WHERE subject = ? AND actor <> ? ORDER BY subject DESC, seq DESC LIMIT ?) AS by_subject
+	if err := s.db.WithContext(ctx).Raw(`SELECT * FROM (SELECT * FROM audit_events WHERE actor = ? ORDER BY seq DESC LIMIT ?) AS by_actor
+		UNION ALL SELECT * FROM (SELECT * FROM audit_events WHERE subject = ? AND subject <> '' AND actor <> ? ORDER BY seq DESC LIMIT ?) AS by_subject
 		ORDER BY seq DESC LIMIT ?`, user, limit, user, user, limit, limit).Scan(&events).Error; err != nil {
 		return nil, fmt.Errorf("reading the audit events of %s: %w", user, err)
 	}
@@ -111,15 +111,16 @@ func (s *Store) UserAuditEvents(ctx context.Context, user string, limit int) ([]
 // with a sequence above afterSeq, in order.
 func (s *Store) UserAuditEventsAfter(ctx context.Context, user string, afterSeq int64, limit int) ([]AuditEvent, error) {
 	// One index scan each of actor and subject, merged: with the OR in one WHERE,
-	// PostgreSQL walks the whole trail in seq order to fill the LIMIT. Each part is
-	// ordered by its index's columns, (actor, seq) and (subject, seq): ordered by seq
-	// alone, the generic plan of the prepared statement (the one PostgreSQL keeps after
-	// five runs, made without the user's value) walked the primary key in seq order
-	// filtering by actor, the whole trail for an account with few events. The parts are
-	// disjoint (the second leaves out the user's own acts), so no UNION compares rows.
+	// PostgreSQL walks the whole trail in seq order to fill the LIMIT. The subject part
+	// says subject <> '', which the partial index audit_events_subject holds: most
+	// events have no subject, so the generic plan of the prepared statement (the one
+	// PostgreSQL keeps after five runs, planned without the user's value) guessed that
+	// subject = $1 matches the whole trail and walked the primary key, every event at
+	// each call. The parts are disjoint (the second leaves out the user's own acts), so
+	// no UNION compares rows.
 	var events []AuditEvent
-	err := s.db.WithContext(ctx).Raw(`SELECT * FROM (SELECT * FROM audit_events WHERE actor = ? AND seq > ? ORDER BY actor, seq LIMIT ?) AS by_actor
-		UNION ALL SELECT * FROM (SELECT * FROM audit_events WHERE subject = ? AND actor <> ? AND seq > ? ORDER BY subject, seq LIMIT ?) AS by_subject
+	err := s.db.WithContext(ctx).Raw(`SELECT * FROM (SELECT * FROM audit_events WHERE actor = ? AND seq > ? ORDER BY seq LIMIT ?) AS by_actor
+		UNION ALL SELECT * FROM (SELECT * FROM audit_events WHERE subject = ? AND subject <> '' AND actor <> ? AND seq > ? ORDER BY seq LIMIT ?) AS by_subject
 		ORDER BY seq LIMIT ?`, user, afterSeq, limit, user, user, afterSeq, limit, limit).Scan(&events).Error
 	if err != nil {
 		return nil, fmt.Errorf("reading the audit events of %s after %d: %w", user, afterSeq, err)

@@ -98,14 +98,7 @@ func (s *Store) ListDeploymentSummaries(ctx context.Context, owner, before strin
 		q += ` AND id < ` + s.placeholder(len(args)+1)
 		args = append(args, before)
 	}
-	// An owner's page is ordered by deployments_owner's columns: a generic plan of the
-	// prepared statement cannot then prefer walking the primary key (see
-	// UserAuditEventsAfter).
-	if owner != "" {
-		q += ` ORDER BY owner DESC, id DESC LIMIT ` + s.placeholder(len(args)+1)
-	} else {
-		q += ` ORDER BY id DESC LIMIT ` + s.placeholder(len(args)+1)
-	}
+	q += ` ORDER BY id DESC LIMIT ` + s.placeholder(len(args)+1)
 	args = append(args, limit)
 	rows, err := s.gormDB.QueryContext(ctx, q, args...)
 	if err != nil {

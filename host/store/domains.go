@@ -208,11 +208,14 @@ func (s *Store) DomainsHeldAt(ctx context.Context, registrar string, skip []stri
 	return ds, nil
 }
 
-// migrateDomainsDue adds the indexes of the domain job's two reads.
+// migrateDomainsDue adds the indexes of the domain job's two reads, and makes the index
+// of the audit events' subjects partial (UserAuditEventsAfter says why).
 func migrateDomainsDue(tx *gorm.DB) error {
 	return execAll(tx,
 		`CREATE INDEX domains_mode_state ON domains (mode, state, checked_at)`,
 		`CREATE INDEX domains_registrar ON domains (registrar, mode)`,
+		`DROP INDEX audit_events_subject`,
+		`CREATE INDEX audit_events_subject ON audit_events (subject, seq) WHERE subject <> ''`,
 	)
 }
 
