@@ -26,7 +26,9 @@ var scaleTick = regexp.MustCompile(`periodic job ran: job=scheduler-tick seconds
 // superuser and as an operator, the API list (first page), one deployment's page, the
 // audit events (first page), and reports the scheduler tick's duration from its log
 // line and the host's resident memory. One iteration is the whole measurement: run it
-// with -benchtime 1x.
+// with -benchtime 1x. FEDHOST_SCALE_ONLY names the URLs to measure (page-root,
+// page-operator, api-root, api-operator, deployment, audit, audit-own, jobs) and
+// FEDHOST_SCALE_CONNECTIONS wrk's connections (32).
 func BenchmarkScale(b *testing.B) {
 	wrk := lookWrk(b)
 	n := 10000
@@ -56,8 +58,15 @@ func BenchmarkScale(b *testing.B) {
 
 	require.Contains(b, get(b, base+"/admin/jobs", root), "/deployments/")
 
-	// FEDHOST_SCALE_ONLY=jobs,audit-own measures only the URLs named (a profile of one).
+	// FEDHOST_SCALE_ONLY=jobs,audit-own measures only the URLs named (a profile of one);
+	// FEDHOST_SCALE_CONNECTIONS=4 loads with 4 connections instead of 32.
 	only := os.Getenv("FEDHOST_SCALE_ONLY")
+	conns := 32
+	if v := os.Getenv("FEDHOST_SCALE_CONNECTIONS"); v != "" {
+		conns, err = strconv.Atoi(v)
+		require.NoError(b, err, "FEDHOST_SCALE_CONNECTIONS: give a number of connections")
+		require.Positive(b, conns, "FEDHOST_SCALE_CONNECTIONS: give a number of connections")
+	}
 	b.Logf("serve: pid %d", h.cmd.Process.Pid)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -74,7 +83,7 @@ func BenchmarkScale(b *testing.B) {
 			if only != "" && !slices.Contains(strings.Split(only, ","), m.name) {
 				continue
 			}
-			r := runWrk(b, wrk, base+m.path, m.header)
+			r := runWrkConns(b, wrk, base+m.path, m.header, conns)
 			b.ReportMetric(r.rps, m.name+"-req/s")
 			b.ReportMetric(ms(r.p99), m.name+"-p99-ms")
 		}

@@ -125,9 +125,16 @@ var (
 // runWrk loads url for 10 s and reads wrk's figures; an error response, a socket error or
 // a timeout fails the benchmark, since its figures would not be those of the page.
 func runWrk(b *testing.B, wrk, url, header string) wrkResult {
+	return runWrkConns(b, wrk, url, header, 32)
+}
+
+// runWrkConns is runWrk with conns connections (two threads, one for a single
+// connection).
+func runWrkConns(b *testing.B, wrk, url, header string, conns int) wrkResult {
+	threads := min(2, conns)
 	// wrk leaves requests slower than its 2 s default timeout out of the latency figures;
 	// 30 s keeps them in.
-	cmd := exec.Command(wrk, "-t2", "-c32", "-d10s", "--timeout", "30s", "--latency", "-H", header, url)
+	cmd := exec.Command(wrk, "-t"+strconv.Itoa(threads), "-c"+strconv.Itoa(conns), "-d10s", "--timeout", "30s", "--latency", "-H", header, url)
 	out, err := cmd.CombinedOutput()
 	require.NoError(b, err, "wrk: %s", out)
 	b.Logf("wrk %s:\n%s", url, out)
