@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -203,8 +204,8 @@ func (e *Engine) RunBackups(ctx context.Context, now time.Time) ([]store.Build, 
 }
 
 // tickBackups is runBackups on the deployments the database gives as candidates
-// (store.BackupCandidates): those with an app to back up and no record yet, and those
-// with a record its app's schedule fired since. The newest time each app's schedule
+// (store.BackupCandidates): those with a record its app's schedule fired since, and once
+// an hour (the sweep) those with an app to back up and no record yet. The newest time each app's schedule
 // fired at or before now is the cutoff; an app whose schedule does not parse, or fires
 // too rarely to find, has every record read, and runBackups reports it as before.
 func (e *Engine) tickBackups(ctx context.Context, now time.Time) ([]store.Build, error) {
@@ -221,9 +222,16 @@ func (e *Engine) tickBackups(ctx context.Context, now time.Time) ([]store.Build,
 			}
 		}
 	}
-	ids, err := e.opts.Store.BackupCandidates(ctx, backedUpStates, cutoffs)
-	if err != nil || len(ids) == 0 {
+	sweep := e.sweepDue(now)
+	ids, err := e.opts.Store.BackupCandidates(ctx, backedUpStates, cutoffs, sweep)
+	if err != nil {
 		return nil, err
+	}
+	if sweep {
+		e.swept(now)
+	}
+	if len(ids) == 0 {
+		return nil, nil
 	}
 	ds, err := e.opts.Store.DeploymentsByIDs(ctx, ids)
 	if err != nil {
@@ -238,6 +246,42 @@ func (e *Engine) tickBackups(ctx context.Context, now time.Time) ([]store.Build,
 		return nil, err
 	}
 	return e.runBackups(ctx, now, ds, rows, records)
+}
+
+// recordBackups writes the backup record of app once the build gave it a database and a
+// backups bucket: its schedule counts from now, and the tick finds it by its record
+// (store.BackupCandidates) without the sweep, which looks for a database without a record
+// in every database and runs once an hour (RecordSweepInterval) for those no build
+// recorded (written before this, or a build that stopped between the two).
+func (r *run) recordBackups(ctx context.Context, app string) error {
+	var rows []store.Resource
+	for _, row := range r.rows {
+		if row.App == app {
+			rows = append(rows, row)
+		}
+	}
+	if !slices.Contains(backupApps(rows), app) {
+		return nil
+	}
+	return r.e.opts.Store.EnsureAppBackup(context.WithoutCancel(ctx), r.d.ID, app, r.e.now())
+}
+
+// RecordSweepInterval is how often the tick looks for the apps with a database and no
+// backup record (store.BackupCandidates' sweep); each engine sweeps at its first tick.
+const RecordSweepInterval = time.Hour
+
+// sweepDue tells whether the tick at now sweeps for the apps without a backup record.
+func (e *Engine) sweepDue(now time.Time) bool {
+	e.sweepMu.Lock()
+	defer e.sweepMu.Unlock()
+	return e.sweptAt.IsZero() || now.Sub(e.sweptAt) >= RecordSweepInterval || now.Before(e.sweptAt)
+}
+
+// swept records a sweep that answered at now.
+func (e *Engine) swept(now time.Time) {
+	e.sweepMu.Lock()
+	defer e.sweepMu.Unlock()
+	e.sweptAt = now
 }
 
 // backedUpStates are the states backedUp accepts, for the queries.

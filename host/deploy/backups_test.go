@@ -230,3 +230,57 @@ func TestFailedDeploymentsAreBackedUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, queued, 1)
 }
+
+// A build that gives an app a database and a backups bucket records its backups then
+// (recordBackups), so the tick finds the app by its record; an app the build left without
+// a record (a database without a backups bucket yet, or rows written around the builds) is
+// found by the sweep, at an engine's first tick and then once an hour, not at every tick.
+func TestBackupRecordsFromTheBuildAndTheSweep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	now := time.Date(2026, 5, 4, 12, 0, 0, 0, time.UTC)
+	e, d := newBackupEngine(t, &now)
+	st := e.opts.Store
+	rows, err := st.Resources(ctx, d.ID)
+	require.NoError(t, err)
+	byName := map[string]store.Resource{}
+	for _, row := range rows {
+		byName[row.Name] = row
+	}
+
+	// The build: the database alone records nothing, the bucket after it records.
+	r := &run{e: e, d: d, rows: map[string]store.Resource{"miniflux-db": byName["miniflux-db"]}}
+	require.NoError(t, r.recordBackups(ctx, "miniflux"))
+	recs, err := st.AppBackups(ctx, d.ID)
+	require.NoError(t, err)
+	require.Empty(t, recs, "a database without a backups bucket has nothing to back up to")
+	r.rows["miniflux-backups"] = byName["miniflux-backups"]
+	require.NoError(t, r.recordBackups(ctx, "miniflux"))
+	recs, err = st.AppBackups(ctx, d.ID)
+	require.NoError(t, err)
+	require.Len(t, recs, 1)
+	require.Equal(t, now, recs[0].Since.UTC(), "the schedule counts from the build")
+
+	// The first tick sweeps; a deployment written after it, with no build, waits for the
+	// next sweep.
+	_, err = e.RunBackups(ctx, now)
+	require.NoError(t, err)
+	other, err := st.CreateDeployment(ctx, store.Deployment{Namespace: "other", State: StateActive, Config: "{}"})
+	require.NoError(t, err)
+	require.NoError(t, st.PutResource(ctx, store.Resource{DeploymentID: other.ID, Name: "miniflux-db", App: "miniflux", Type: contract.PostgreSQL, Spec: "{}", Result: "{}", State: store.ResourceProvisioned}))
+	require.NoError(t, st.PutResource(ctx, store.Resource{DeploymentID: other.ID, Name: "miniflux-backups", App: "miniflux", Type: contract.S3, Spec: `{"buckets":{"backups":{"backup":true}}}`, Result: "{}", State: store.ResourceProvisioned}))
+	for _, at := range []time.Time{now.Add(time.Minute), now.Add(RecordSweepInterval - time.Second)} {
+		_, err = e.RunBackups(ctx, at)
+		require.NoError(t, err)
+		recs, err = st.AppBackups(ctx, other.ID)
+		require.NoError(t, err)
+		require.Empty(t, recs, "no sweep at %s", at)
+	}
+	swept := now.Add(RecordSweepInterval)
+	_, err = e.RunBackups(ctx, swept)
+	require.NoError(t, err)
+	recs, err = st.AppBackups(ctx, other.ID)
+	require.NoError(t, err)
+	require.Len(t, recs, 1, "the sweep an hour after the last finds it")
+	require.Equal(t, swept, recs[0].Since.UTC())
+}

@@ -515,6 +515,11 @@ func (r *run) provision(ctx context.Context, s step, progress int) (json.RawMess
 		return nil, err
 	}
 	r.rows[s.Name] = newRow
+	if s.Type == contract.PostgreSQL || s.Type == contract.S3 {
+		if err := r.recordBackups(ctx, s.App); err != nil {
+			return nil, err
+		}
+	}
 	return data, nil
 }
 

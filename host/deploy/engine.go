@@ -98,6 +98,10 @@ type Engine struct {
 	// operations keeps each app version's operations (commandOperations).
 	operationsMu sync.Mutex
 	operations   map[string][]app.Operation
+
+	// sweptAt is when the tick last swept for the apps without a backup record.
+	sweepMu sync.Mutex
+	sweptAt time.Time
 }
 
 // New returns an engine; give it its queue with SetQueue before submitting.

@@ -139,11 +139,16 @@ func (s *Store) DueCertificates(ctx context.Context, t time.Time, states []strin
 }
 
 // BackupCandidates returns the IDs of the deployments in states that a scheduled backup
-// may be due for at their tick: those with a database of an app that has no backup
-// record yet, and those with a record whose schedule base (the later of since and
-// last_attempt_at) is before its app's cutoff in cutoffs (the newest time the app's
-// schedule fired). An app of a record missing from cutoffs has every record read.
-func (s *Store) BackupCandidates(ctx context.Context, states []string, cutoffs map[string]time.Time) ([]string, error) {
+// may be due for at their tick: those with a record whose schedule base (the later of
+// since and last_attempt_at) is before its app's cutoff in cutoffs (the newest time the
+// app's schedule fired), and with sweep those with a database of an app that has no
+// backup record yet. An app of a record missing from cutoffs has every record read.
+//
+// The sweep reads every database (an anti-join of the postgresql rows with the records,
+// linear in the databases: about 175 ms at 30,000 deployments), so the engine asks for it
+// once an hour: a build writes the record of an app it gave a database and a backups
+// bucket (deploy's recordBackups), and the sweep finds those no build recorded.
+func (s *Store) BackupCandidates(ctx context.Context, states []string, cutoffs map[string]time.Time, sweep bool) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	add := func(ids []string) {
@@ -155,14 +160,16 @@ func (s *Store) BackupCandidates(ctx context.Context, states []string, cutoffs m
 		}
 	}
 	var ids []string
-	err := s.db.WithContext(ctx).Raw(`SELECT DISTINCT r.deployment_id FROM resources r JOIN deployments d ON d.id = r.deployment_id
-		WHERE r.type = 'postgresql' AND r.state IN ? AND d.state IN ?
-		AND NOT EXISTS (SELECT 1 FROM app_backups b WHERE b.deployment_id = r.deployment_id AND b.app = r.app)`,
-		[]string{ResourceProvisioned, ResourceKept}, states).Scan(&ids).Error
-	if err != nil {
-		return nil, fmt.Errorf("reading the apps without a backup record: %w", err)
+	if sweep {
+		err := s.db.WithContext(ctx).Raw(`SELECT DISTINCT r.deployment_id FROM resources r JOIN deployments d ON d.id = r.deployment_id
+			WHERE r.type = 'postgresql' AND r.state IN ? AND d.state IN ?
+			AND NOT EXISTS (SELECT 1 FROM app_backups b WHERE b.deployment_id = r.deployment_id AND b.app = r.app)`,
+			[]string{ResourceProvisioned, ResourceKept}, states).Scan(&ids).Error
+		if err != nil {
+			return nil, fmt.Errorf("reading the apps without a backup record: %w", err)
+		}
+		add(ids)
 	}
-	add(ids)
 	var apps []string
 	if err := s.db.WithContext(ctx).Raw(`SELECT DISTINCT app FROM app_backups`).Scan(&apps).Error; err != nil {
 		return nil, fmt.Errorf("reading the apps backed up: %w", err)

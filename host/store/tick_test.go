@@ -52,8 +52,8 @@ func TestDueCertificatesByRenewAfter(t *testing.T) {
 	})
 }
 
-// The backup candidates are the deployments with a database and no record yet, and those
-// whose record's schedule base (the later of since and the last attempt) is before the
+// The backup candidates are the deployments with a database and no record yet (when the
+// sweep is asked for), and those whose record's schedule base (the later of since and the last attempt) is before the
 // app's cutoff; the drill candidates those with a good backup and no drill since the
 // cutoff. Neither holds a suspended deployment.
 func TestBackupAndDrillCandidates(t *testing.T) {
@@ -83,11 +83,15 @@ func TestBackupAndDrillCandidates(t *testing.T) {
 		require.NoError(t, st.EnsureAppBackup(ctx, suspended.ID, "miniflux", cutoff.Add(-48*time.Hour)))
 
 		states := []string{"active", "failed"}
-		ids, err := st.BackupCandidates(ctx, states, map[string]time.Time{"miniflux": cutoff})
+		ids, err := st.BackupCandidates(ctx, states, map[string]time.Time{"miniflux": cutoff}, true)
 		require.NoError(t, err)
 		require.ElementsMatch(t, []string{unrecorded.ID, due.ID}, ids)
+		// Without the sweep, only the records are read: the database without one is not.
+		ids, err = st.BackupCandidates(ctx, states, map[string]time.Time{"miniflux": cutoff}, false)
+		require.NoError(t, err)
+		require.ElementsMatch(t, []string{due.ID}, ids)
 		// An app without a cutoff (its schedule does not parse) has every record read.
-		ids, err = st.BackupCandidates(ctx, states, nil)
+		ids, err = st.BackupCandidates(ctx, states, nil, true)
 		require.NoError(t, err)
 		require.ElementsMatch(t, []string{unrecorded.ID, due.ID, done.ID, fresh.ID}, ids)
 
