@@ -40,7 +40,8 @@ func BenchmarkEngineTickPostgreSQL(b *testing.B) {
 // on PostgreSQL holding FEDHOST_SCALE_DEPLOYMENTS deployments made by internal/scalegen
 // (10,000 by default; nothing due): full-read reads every deployment, every tls,
 // postgresql and s3 row and every backup record and decides in Go (fullReadTick);
-// candidates is Tick, which asks the database for what is due.
+// candidates is Tick, which asks the database for what is due, without the hourly sweep
+// for apps without a backup record, and candidates-sweep the same tick with it.
 func BenchmarkTickCandidates(b *testing.B) {
 	ctx := context.Background()
 	n := 10000
@@ -64,7 +65,16 @@ func BenchmarkTickCandidates(b *testing.B) {
 			require.NoError(b, e.fullReadTick(ctx, time.Now()))
 		}
 	})
+	// With the sweep for apps without a backup record (an engine's first tick, then once
+	// an hour), and without it (every other tick).
+	b.Run("candidates-sweep", func(b *testing.B) {
+		for b.Loop() {
+			e.swept(time.Time{})
+			require.NoError(b, e.Tick(ctx, time.Now()))
+		}
+	})
 	b.Run("candidates", func(b *testing.B) {
+		e.swept(time.Now())
 		for b.Loop() {
 			require.NoError(b, e.Tick(ctx, time.Now()))
 		}
