@@ -170,9 +170,9 @@ func (s *Store) BackupCandidates(ctx context.Context, states []string, cutoffs m
 		}
 		add(ids)
 	}
-	var apps []string
-	if err := s.db.WithContext(ctx).Raw(`SELECT DISTINCT app FROM app_backups`).Scan(&apps).Error; err != nil {
-		return nil, fmt.Errorf("reading the apps backed up: %w", err)
+	apps, err := s.BackedUpApps(ctx)
+	if err != nil {
+		return nil, err
 	}
 	for _, app := range apps {
 		ids = nil
@@ -245,10 +245,20 @@ func (s *Store) DeploymentsWithResource(ctx context.Context, state, name string)
 	return out, nil
 }
 
-// BackedUpApps returns the apps with a backup record, each once.
+// BackedUpApps returns the apps with a backup record, each once, in order.
+//
+// It walks the index app_backups_last_attempt from one app to the next (the smallest app
+// after the last one found, a few index probes for each app) instead of reading every
+// record as SELECT DISTINCT does: neither PostgreSQL 15 nor SQLite skips through an
+// index by itself, and a DISTINCT over the records was most of what the tick read at
+// 100,000 deployments with nothing due.
 func (s *Store) BackedUpApps(ctx context.Context) ([]string, error) {
 	var apps []string
-	if err := s.db.WithContext(ctx).Raw(`SELECT DISTINCT app FROM app_backups ORDER BY app`).Scan(&apps).Error; err != nil {
+	if err := s.db.WithContext(ctx).Raw(`WITH RECURSIVE apps(app) AS (
+			SELECT MIN(app) FROM app_backups
+			UNION ALL
+			SELECT (SELECT MIN(b.app) FROM app_backups b WHERE b.app > apps.app) FROM apps WHERE apps.app IS NOT NULL)
+		SELECT app FROM apps WHERE app IS NOT NULL ORDER BY app`).Scan(&apps).Error; err != nil {
 		return nil, fmt.Errorf("reading the apps backed up: %w", err)
 	}
 	return apps, nil

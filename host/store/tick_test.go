@@ -142,3 +142,27 @@ func TestUpdateCandidates(t *testing.T) {
 		require.Empty(t, ds)
 	})
 }
+
+// BackedUpApps names each app with a backup record once, in order, and none of an empty
+// store, on both databases.
+func TestBackedUpApps(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, cfg store.Config) {
+		ctx := context.Background()
+		st := open(t, cfg)
+		apps, err := st.BackedUpApps(ctx)
+		require.NoError(t, err)
+		require.Empty(t, apps)
+		since := time.Date(2026, 5, 4, 3, 30, 0, 0, time.UTC)
+		for i, ns := range []string{"a", "b", "c", "d"} {
+			d, err := st.CreateDeployment(ctx, store.Deployment{Namespace: ns, State: "active", Config: "{}"})
+			require.NoError(t, err)
+			for _, app := range []string{"wiki", "miniflux", "peertube", "miniflux"}[i:] {
+				require.NoError(t, st.EnsureAppBackup(ctx, d.ID, app, since))
+			}
+		}
+		apps, err = st.BackedUpApps(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []string{"miniflux", "peertube", "wiki"}, apps)
+	})
+}
