@@ -205,9 +205,10 @@ func (e *Engine) RunBackups(ctx context.Context, now time.Time) ([]store.Build, 
 
 // tickBackups is runBackups on the deployments the database gives as candidates
 // (store.BackupCandidates): those with a record its app's schedule fired since, and once
-// an hour (the sweep) those with an app to back up and no record yet. The newest time each app's schedule
-// fired at or before now is the cutoff; an app whose schedule does not parse, or fires
-// too rarely to find, has every record read, and runBackups reports it as before.
+// an hour (the sweep) those with an app to back up and no record yet. The newest time
+// each app's schedule fired at or before now is the cutoff; an app whose schedule does
+// not parse, or fires too rarely to find, has every record read, and runBackups reports
+// it as before.
 func (e *Engine) tickBackups(ctx context.Context, now time.Time) ([]store.Build, error) {
 	now = now.UTC()
 	apps, err := e.opts.Store.BackedUpApps(ctx)

@@ -53,9 +53,9 @@ func TestDueCertificatesByRenewAfter(t *testing.T) {
 }
 
 // The backup candidates are the deployments with a database and no record yet (when the
-// sweep is asked for), and those whose record's schedule base (the later of since and the last attempt) is before the
-// app's cutoff; the drill candidates those with a good backup and no drill since the
-// cutoff. Neither holds a suspended deployment.
+// sweep is asked for), and those whose record's schedule base (the later of since and the
+// last attempt) is before the app's cutoff; the drill candidates those with a good backup
+// and no drill since the cutoff. Neither holds a suspended deployment.
 func TestBackupAndDrillCandidates(t *testing.T) {
 	t.Parallel()
 	drivers(t, func(t *testing.T, cfg store.Config) {
