@@ -123,7 +123,7 @@ func (e *env) serve(ctx context.Context) error {
 	// routing to keep right when the host's name changes.
 	instance, _ := cfg.Resource("instance")
 	q, err := queue.New(st, queue.Config{Builder: engine, Runner: engine, Logger: slogFrom(log.Named("queue")), Periodic: periodic, ClientID: clientID(cfg),
-		LocalNodes: instance.Provider == "local" && st.RiverPgx() != nil, Finished: mx.BuildFinished})
+		LocalNodes: instance.Provider == "local" && st.RiverPgx() != nil, Finished: mx.BuildFinished, Lost: engine.BuildsLost})
 	if err != nil {
 		return err
 	}

@@ -463,15 +463,32 @@ func (e *Engine) FailLost(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	e.BuildsLost(ctx, ids)
+	return nil
+}
+
+// BuildsLost records the deployments of builds failed as lost (with this process, or, on
+// the leader, with a host not seen lately: queue.Config.Lost): a deployment whose lost
+// build changed it (a deploy, suspend, destroy or export stopped halfway) is failed, and
+// the next submit builds it again. A lost operation on an app's data (a backup, restore
+// or drill) leaves the deployment as it is, as such a build's failure does, and a lost
+// revoke-export leaves it exported: the tick queues it again.
+func (e *Engine) BuildsLost(ctx context.Context, ids []string) {
 	for _, id := range ids {
 		b, err := e.opts.Store.GetBuild(ctx, id)
-		// A lost revoke-export leaves the deployment exported: the tick queues it again.
-		if err == nil && b.Operation != store.OperationRevokeExport {
-			_ = e.opts.Store.UpdateDeployment(ctx, b.DeploymentID, map[string]any{"state": StateFailed})
+		if err != nil {
+			e.log.Error("reading a lost build", "build_id", id, "error", err)
+			continue
 		}
-		e.log.Warn("build lost with its process, marked failed", "build_id", id)
+		switch b.Operation {
+		case store.OperationBackup, store.OperationRestore, store.OperationDrill, store.OperationRevokeExport:
+		default:
+			if err := e.opts.Store.UpdateDeployment(ctx, b.DeploymentID, map[string]any{"state": StateFailed}); err != nil {
+				e.log.Error("recording a lost build's deployment as failed", "build_id", id, "deployment", b.DeploymentID, "error", err)
+			}
+		}
+		e.log.Warn("build lost with its process, marked failed", "build_id", id, "operation", b.Operation)
 	}
-	return nil
 }
 
 // typeRank orders provisioning: secret before the services that keep their secrets in

@@ -126,6 +126,9 @@ func TestClusterHostKilledMidBuild(t *testing.T) {
 	require.Equal(t, "failed", lost.State)
 	require.Contains(t, lost.Reason, "lost")
 	fmt.Printf("cluster: host %d killed with -9 mid-build; the build failed as lost after %s\n", ri, took.Round(time.Millisecond))
+	// The deployment fails with its build: it is not left deploying with no build running.
+	require.Eventually(t, func() bool { return survivor.deployment(d.ID).State == "failed" }, 10*time.Second, 50*time.Millisecond,
+		"the lost build's deployment is %s", survivor.deployment(d.ID).State)
 
 	// The next submit waits for the host of the nodes; once that host is unseen past the
 	// bound, the leader fails it, saying where to start fedhost again.

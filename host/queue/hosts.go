@@ -77,7 +77,13 @@ func (q *Queue) failDeadHosts(ctx context.Context, _ time.Time) error {
 	if _, err := q.store.RiverPgx().Exec(ctx, `DELETE FROM fedhost_hosts WHERE seen_at < now() - interval '7 days'`); err != nil {
 		return fmt.Errorf("forgetting hosts gone for a week: %w", err)
 	}
-	return q.markLost(ctx, l)
+	if err := q.markLost(ctx, l); err != nil {
+		return err
+	}
+	if q.lost != nil && len(l.builds) > 0 {
+		q.lost(ctx, l.builds)
+	}
+	return nil
 }
 
 // failStranded fails the builds and runs waiting in the own queue of a host not seen for

@@ -65,6 +65,10 @@ type Config struct {
 	// Finished, when set, is told of every build this process ran to its verdict:
 	// its operation, final state and how long it ran.
 	Finished func(operation string, state store.BuildState, took time.Duration)
+	// Lost, when set, is told of the builds the leader failed as lost with a host not
+	// seen lately (in cluster mode), after they are failed; FailLost returns those this
+	// process left running to its caller instead.
+	Lost func(ctx context.Context, buildIDs []string)
 
 	// river adjusts River's configuration; tests shorten its intervals.
 	river func(*river.Config)
@@ -92,6 +96,7 @@ type Queue struct {
 	logger   *slog.Logger
 	clientID string
 	beats    beats
+	lost     func(ctx context.Context, buildIDs []string)
 }
 
 // New returns a queue on st's database. It works nothing until Start.
@@ -111,7 +116,7 @@ func New(st *store.Store, cfg Config) (*Queue, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	q := &Queue{store: st, logger: cfg.Logger, clientID: cfg.ClientID}
+	q := &Queue{store: st, logger: cfg.Logger, clientID: cfg.ClientID, lost: cfg.Lost}
 
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &buildWorker{store: st, builder: cfg.Builder, logger: cfg.Logger, finished: cfg.Finished,
