@@ -72,7 +72,7 @@ type Options struct {
 	DelegationResolver string
 	// RoleSyncInterval is how long a successful sync of the apps' roles with the
 	// directory holds before the scheduler's tick runs another (1 h); a failed one is
-	// retried at the next tick.
+	// retried a minute later, then after twice as long at each failure in a row, up to it.
 	RoleSyncInterval time.Duration
 	// Registrars names the registrars fedhost.hcl configures (its registrar blocks): only
 	// these are offered, asked and listed by the snapshot job, so that a driver installed

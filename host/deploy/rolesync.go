@@ -152,9 +152,36 @@ func roleMembers(users []directory.User, groups []app.RoleGroup) map[string][]st
 	return out
 }
 
+// roleSyncRetry is how long the timer waits after a failed role sync before it runs
+// another; each further failure in a row doubles it, up to the interval of a good sync, so
+// an app that stays down adds a failed run every hour, not one at every tick.
+const roleSyncRetry = time.Minute
+
+func isRoleSync(r store.Run) bool { return r.Operation == app.OperationSyncRoles }
+
+// roleSyncWait is how long after the last role sync, the first of runs (newest first), the
+// timer waits: the interval after a good one, roleSyncRetry doubled by each failed one in a
+// row before it otherwise.
+func roleSyncWait(runs []store.Run, interval time.Duration) time.Duration {
+	if runs[0].State == store.RunSucceeded {
+		return interval
+	}
+	wait := min(roleSyncRetry, interval)
+	for _, r := range runs[1:] {
+		if !isRoleSync(r) {
+			continue
+		}
+		if r.State == store.RunSucceeded || wait >= interval {
+			break
+		}
+		wait *= 2
+	}
+	return min(wait, interval)
+}
+
 // runRoleSyncs is the timer of the role syncs: each active deployment with a directory
-// whose last sync failed, or succeeded longer than RoleSyncInterval ago, or that has none
-// among its recent runs, gets one.
+// whose last sync succeeded longer than RoleSyncInterval ago, or failed longer than
+// roleSyncWait ago, or that has none among its recent runs, gets one.
 // tickRoleSyncs is runRoleSyncs on the active deployments with a directory
 // (store.DeploymentsWithResource).
 func (e *Engine) tickRoleSyncs(ctx context.Context, now time.Time) (int, error) {
@@ -195,9 +222,9 @@ func (e *Engine) runRoleSyncs(ctx context.Context, now time.Time, ds []store.Dep
 			errs = append(errs, err)
 			continue
 		}
-		if i := slices.IndexFunc(recent, func(r store.Run) bool { return r.Operation == app.OperationSyncRoles }); i >= 0 {
+		if i := slices.IndexFunc(recent, isRoleSync); i >= 0 {
 			last := recent[i]
-			if !last.State.Finished() || (last.State == store.RunSucceeded && now.Sub(last.CreatedAt) < interval) {
+			if !last.State.Finished() || now.Sub(last.CreatedAt) < roleSyncWait(recent[i:], interval) {
 				continue
 			}
 		}

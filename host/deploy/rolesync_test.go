@@ -97,33 +97,47 @@ func TestRolesFollowTheDirectory(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 
-	// A sync that fails is a failed run; the next tick syncs again.
+	// A sync that fails is a failed run; the timer syncs again a minute later, then waits
+	// twice as long at each failure in a row: an app that stays down does not add a failed
+	// run at every tick.
 	require.NoError(t, dir.Add(directory.User{Name: "fail", Groups: []string{"ops-admins"}}))
 	r, _ = sync("operator")
 	require.Equal(t, store.RunFailed, r.State)
-	n, err = b.e.tickRoleSyncs(ctx, b.clock.Now())
+	// A run's time is the store's: the ticks below are set from the last run's.
+	n, err = b.e.tickRoleSyncs(ctx, r.CreatedAt.Add(time.Second))
+	require.NoError(t, err)
+	require.Zero(t, n, "no retry at the next tick")
+	for _, wait := range []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute} {
+		n, err = b.e.tickRoleSyncs(ctx, r.CreatedAt.Add(wait-time.Second))
+		require.NoError(t, err)
+		require.Zero(t, n, "no retry before %s", wait)
+		n, err = b.e.tickRoleSyncs(ctx, r.CreatedAt.Add(wait))
+		require.NoError(t, err)
+		require.Equal(t, 1, n, "a retry after %s", wait)
+		runs, err := b.st.ListRuns(ctx, b.d.ID, 1)
+		require.NoError(t, err)
+		r = b.wait(t, runs[0].ID, finished)
+		require.Equal(t, RoleSyncActor, r.Actor)
+		require.Equal(t, store.RunScheduled, r.Trigger)
+		require.Equal(t, store.RunFailed, r.State)
+	}
+
+	// Once it holds again, the timer waits an interval after a good sync.
+	require.NoError(t, dir.Delete("fail"))
+	n, err = b.e.tickRoleSyncs(ctx, r.CreatedAt.Add(8*time.Minute-time.Second))
+	require.NoError(t, err)
+	require.Zero(t, n, "no retry before 8m")
+	n, err = b.e.tickRoleSyncs(ctx, r.CreatedAt.Add(8*time.Minute))
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	runs, err := b.st.ListRuns(ctx, b.d.ID, 1)
 	require.NoError(t, err)
 	r = b.wait(t, runs[0].ID, finished)
-	require.Equal(t, RoleSyncActor, r.Actor)
-	require.Equal(t, store.RunScheduled, r.Trigger)
-	require.Equal(t, store.RunFailed, r.State)
-
-	// Once it holds again, the timer waits an interval after a good sync.
-	require.NoError(t, dir.Delete("fail"))
-	n, err = b.e.tickRoleSyncs(ctx, b.clock.Now())
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-	runs, err = b.st.ListRuns(ctx, b.d.ID, 1)
-	require.NoError(t, err)
-	r = b.wait(t, runs[0].ID, finished)
 	require.Equal(t, store.RunSucceeded, r.State, r.Reason)
-	n, err = b.e.tickRoleSyncs(ctx, b.clock.Now().Add(30*time.Minute))
+	n, err = b.e.tickRoleSyncs(ctx, r.CreatedAt.Add(30*time.Minute))
 	require.NoError(t, err)
 	require.Zero(t, n)
-	n, err = b.e.tickRoleSyncs(ctx, b.clock.Now().Add(2*time.Hour))
+	n, err = b.e.tickRoleSyncs(ctx, r.CreatedAt.Add(2*time.Hour))
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 }
