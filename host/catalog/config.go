@@ -3,6 +3,7 @@ package catalog
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"strings"
 
 	"github.com/fedhost/fedhost/scheduler"
@@ -117,6 +118,54 @@ func (c *Catalog) ApplyRenames(raw json.RawMessage, from map[string]string) (jso
 	}
 	out, err := json.Marshal(doc)
 	return out, report, err
+}
+
+// RenameSecrets moves the references of stored secrets as ApplyRenames moves options,
+// with the same from. refs holds them by pointer (/apps/<app>/options/...), as the host
+// keeps them outside the configuration; a reference at a rename's From, or under it, goes
+// to its To, or under it, as the value it stood for would have. One whose new pointer
+// holds a reference already stays where it is. refs itself is not changed.
+func (c *Catalog) RenameSecrets(refs, from map[string]string) map[string]string {
+	out := make(map[string]string, len(refs))
+	for p, ref := range refs {
+		out[p] = ref
+	}
+	if len(refs) == 0 {
+		return out
+	}
+	names := make([]string, 0, len(c.byName))
+	for name := range c.byName {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		a := c.byName[name]
+		prefix := "/apps/" + name + "/options"
+		for _, r := range a.Renames {
+			if !RenameApplies(r, from[name], a.Version) {
+				continue
+			}
+			oldAt, newAt := prefix+r.From, prefix+r.To
+			moved := map[string]string{} // old pointer -> reference
+			for p, ref := range out {
+				if p == oldAt || strings.HasPrefix(p, oldAt+"/") {
+					moved[p] = ref
+				}
+			}
+			// They leave first: To may be under From, as in ApplyRenames.
+			for p := range moved {
+				delete(out, p)
+			}
+			for p, ref := range moved {
+				to := newAt + p[len(oldAt):]
+				if _, taken := out[to]; taken {
+					to = p
+				}
+				out[to] = ref
+			}
+		}
+	}
+	return out
 }
 
 func tokens(pointer string) []string {

@@ -84,3 +84,51 @@ func TestRenameAppliesOnlyAcrossItsSince(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, moved, string(out), "of no known version: moved")
 }
+
+// A stored secret is kept outside the configuration, by pointer: a rename moves its
+// reference as it moves the option it stood for, at From or under it, only across the
+// rename's Since, and never onto a reference that is there already.
+func TestRenameSecretsMovesTheReferences(t *testing.T) {
+	t.Parallel()
+	c := &Catalog{byName: map[string]*App{
+		"miniflux": {Name: "miniflux", Version: "2.4.0", Renames: []app.Rename{
+			{From: "/adminPassword", To: "/admin/password", Since: "2.4.0"},
+			{From: "/smtp", To: "/mail", Since: "2.4.0"},
+			{From: "/oidc", To: "/oidc/provider", Since: "2.4.0"},
+			{From: "/apiKey", To: "/api/key", Since: "2.4.0"},
+			{From: "/old", To: "/new", Since: "2.5.0"},
+		}},
+	}}
+	refs := map[string]string{
+		"/apps/miniflux/options/adminPassword":     "ref-admin",
+		"/apps/miniflux/options/smtp/password":     "ref-smtp",
+		"/apps/miniflux/options/oidc/clientSecret": "ref-oidc",
+		"/apps/miniflux/options/apiKey":            "ref-old-key",
+		"/apps/miniflux/options/api/key":           "ref-new-key",
+		"/apps/miniflux/options/old":               "ref-later",
+		"/apps/miniflux/options/adminPasswordHash": "ref-hash",
+		"/apps/other/options/adminPassword":        "ref-other",
+		"/import":                                  "ref-import",
+	}
+	before := map[string]string{}
+	for k, v := range refs {
+		before[k] = v
+	}
+	out := c.RenameSecrets(refs, map[string]string{"miniflux": "2.3.6"})
+	require.Equal(t, map[string]string{
+		"/apps/miniflux/options/admin/password":             "ref-admin",
+		"/apps/miniflux/options/mail/password":              "ref-smtp",
+		"/apps/miniflux/options/oidc/provider/clientSecret": "ref-oidc",
+		"/apps/miniflux/options/apiKey":                     "ref-old-key", // its new pointer is taken
+		"/apps/miniflux/options/api/key":                    "ref-new-key",
+		"/apps/miniflux/options/old":                        "ref-later", // 2.4.0 is before its Since
+		"/apps/miniflux/options/adminPasswordHash":          "ref-hash",  // not under /adminPassword
+		"/apps/other/options/adminPassword":                 "ref-other",
+		"/import":                                           "ref-import",
+	}, out)
+	require.Equal(t, before, refs, "the references given are not changed")
+
+	// A configuration made at 2.4.0 already has the new names: nothing moves.
+	require.Equal(t, before, c.RenameSecrets(refs, map[string]string{"miniflux": "2.4.0"}))
+	require.Empty(t, c.RenameSecrets(nil, nil))
+}

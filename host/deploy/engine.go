@@ -291,22 +291,24 @@ func (e *Engine) catalogAt(ctx context.Context, revision string) (*catalog.Catal
 // schemas' defaults and validates the result against them. from is, by app, the version
 // raw was made for (nil: unknown): a rename applies only from below its Since to at or
 // above it. A required writeOnly value missing from raw is no problem when stored holds
-// it (the operator leaves a stored secret empty to keep it).
-func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision string, from, stored map[string]string) (json.RawMessage, []catalog.Unmigrated, error) {
+// it (the operator leaves a stored secret empty to keep it). It returns stored with the
+// same renames applied (catalog.RenameSecrets): the references to keep with the result.
+func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision string, from, stored map[string]string) (json.RawMessage, map[string]string, []catalog.Unmigrated, error) {
 	if len(raw) > input.MaxConfiguration {
-		return nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is larger than %d KiB, more than any app here needs: remove what it does not need", input.MaxConfiguration>>10)
+		return nil, nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is larger than %d KiB, more than any app here needs: remove what it does not need", input.MaxConfiguration>>10)
 	}
 	cat, err := e.catalogAt(ctx, revision)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	migrated, unmigrated, err := cat.ApplyRenames(raw, from)
 	if err != nil {
-		return nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is not a JSON object")
+		return nil, nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is not a JSON object")
 	}
+	stored = cat.RenameSecrets(stored, from)
 	filled, err := cat.WithDefaults(migrated)
 	if err != nil {
-		return nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is not a JSON object")
+		return nil, nil, nil, refuse(CodeInvalidConfiguration, "", "the configuration is not a JSON object")
 	}
 	var problems []schema.Problem
 	reported := map[string]bool{}
@@ -332,9 +334,9 @@ func (e *Engine) validate(ctx context.Context, raw json.RawMessage, revision str
 	}
 	sort.Slice(problems, func(i, j int) bool { return problems[i].Location < problems[j].Location })
 	if len(problems) > 0 {
-		return nil, unmigrated, invalid(problems)
+		return nil, nil, unmigrated, invalid(problems)
 	}
-	return filled, unmigrated, nil
+	return filled, stored, unmigrated, nil
 }
 
 // check applies renames and defaults, validates against the schemas of the revision the
@@ -353,7 +355,7 @@ func (e *Engine) check(ctx context.Context, d store.Deployment, raw json.RawMess
 		}
 		delete(refs, ptr)
 	}
-	migrated, unmigrated, err := e.validate(ctx, raw, revision, e.madeFor(ctx, d), refs)
+	migrated, refs, unmigrated, err := e.validate(ctx, raw, revision, e.madeFor(ctx, d), refs)
 	if err != nil {
 		return nil, nil, unmigrated, err
 	}

@@ -272,7 +272,7 @@ func (e *Engine) importConfig(ctx context.Context, p migration.Payload, plan *Im
 	if err != nil {
 		return err
 	}
-	filled, unmigrated, err := e.validate(ctx, raw, "", from, nil)
+	filled, _, unmigrated, err := e.validate(ctx, raw, "", from, nil)
 	if err != nil {
 		var he *Error
 		if errors.As(err, &he) {

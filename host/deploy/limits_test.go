@@ -50,7 +50,7 @@ func TestCheckNodeBoundsWhatANodeIsGiven(t *testing.T) {
 func TestValidateBoundsTheConfiguration(t *testing.T) {
 	t.Parallel()
 	raw := json.RawMessage(`{"domain":"acme.example.org","padding":"` + strings.Repeat("x", 300<<10) + `"}`)
-	_, _, err := (&Engine{}).validate(context.Background(), raw, "", nil, nil)
+	_, _, _, err := (&Engine{}).validate(context.Background(), raw, "", nil, nil)
 	var de *Error
 	require.True(t, errors.As(err, &de), "%v", err)
 	require.Equal(t, CodeInvalidConfiguration, de.Code)

@@ -324,7 +324,7 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 	if err != nil {
 		return Plan{}, err
 	}
-	migrated, _, err := e.validate(ctx, raw, e.revisionFor(d, false), e.madeFor(ctx, d), e.storedRefs(d))
+	migrated, refs, _, err := e.validate(ctx, raw, e.revisionFor(d, false), e.madeFor(ctx, d), e.storedRefs(d))
 	if err != nil {
 		return Plan{}, err
 	}
@@ -334,7 +334,7 @@ func (e *Engine) Preview(ctx context.Context, deploymentID string, raw json.RawM
 	}
 	options := map[string]json.RawMessage{}
 	for name, a := range cfg.Apps {
-		options[name] = placeholderOptions(a.OptionsOrEmpty(), name, e.storedRefs(d))
+		options[name] = placeholderOptions(a.OptionsOrEmpty(), name, refs)
 	}
 	rows, err := e.opts.Store.Resources(ctx, d.ID)
 	if err != nil {

@@ -49,7 +49,7 @@ func TestRenameSinceAppliesOnlyFromBelowIt(t *testing.T) {
 
 	flat := json.RawMessage(`{"domain":"x.example.org","apps":{"miniflux":{"enable":true,"options":{"httpClientTimeout":45,"fetcherAllowPrivateNetworks":true}}}}`)
 	for _, from := range []map[string]string{{"miniflux": "2.3.5"}, nil} {
-		out, unmigrated, err := e.validate(ctx, flat, "", from, nil)
+		out, _, unmigrated, err := e.validate(ctx, flat, "", from, nil)
 		require.NoError(t, err, "from %v", from)
 		require.Empty(t, unmigrated)
 		var cfg struct {
@@ -63,7 +63,7 @@ func TestRenameSinceAppliesOnlyFromBelowIt(t *testing.T) {
 		require.JSONEq(t, `{"timeout":45,"allowPrivateNetworks":true}`, string(cfg.Apps.Miniflux.Options["fetcher"]), "from %v", from)
 		require.NotContains(t, cfg.Apps.Miniflux.Options, "httpClientTimeout")
 	}
-	_, _, err = e.validate(ctx, flat, "", map[string]string{"miniflux": "2.3.6"}, nil)
+	_, _, _, err = e.validate(ctx, flat, "", map[string]string{"miniflux": "2.3.6"}, nil)
 	var de *Error
 	require.True(t, errors.As(err, &de), "%v", err)
 	require.Equal(t, CodeInvalidConfiguration, de.Code)
