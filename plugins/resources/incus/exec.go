@@ -49,16 +49,19 @@ const (
 // the command runs in the wrapper's group and only it is signalled), with the wrapper's
 // stdin; a SIGTERM is passed to the whole group, which is killed 3 s later (30 × 0.1 s)
 // unless the command has ended by then; when the command ends, what it left running in
-// its group is killed; the wrapper exits with the command's status. It writes nothing
-// (its own stderr is /dev/null once the command started: bash reports a killed job).
-const execWrapper = `c=
+// its group is killed; the wrapper exits with the command's status. A SIGTERM that comes
+// before the command's pid is known (the shell runs a trap after the command that
+// started it, before c=$!, and the command may have printed by then) stops it once c is
+// set. It writes nothing (its own stderr is /dev/null once the command started: bash
+// reports a killed job).
+const execWrapper = `c= t=
 alive() {
 	read -r s 2>/dev/null <"/proc/$c/stat" || return 1
 	s=${s##*) }
 	[ "${s%% *}" != Z ]
 }
 stop() {
-	[ -n "$c" ] || exit 143
+	if [ -z "$c" ]; then t=1; return; fi
 	kill -TERM -"$c" 2>/dev/null || kill -TERM "$c" 2>/dev/null
 	n=0
 	while [ "$n" -lt 30 ] && alive; do sleep 0.1; n=$((n+1)); done
@@ -66,8 +69,10 @@ stop() {
 }
 trap stop TERM
 exec 3<&0
+[ -z "$t" ] || exit 143
 if command -v setsid >/dev/null 2>&1; then setsid "$@" <&3 3<&- & else "$@" <&3 3<&- & fi
 c=$!
+[ -z "$t" ] || stop
 exec 3<&- 2>/dev/null
 while :; do
 	wait "$c"; r=$?
