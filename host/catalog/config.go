@@ -3,7 +3,7 @@ package catalog
 import (
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
 	"strings"
 
 	"github.com/fedhost/fedhost/scheduler"
@@ -126,20 +126,12 @@ func (c *Catalog) ApplyRenames(raw json.RawMessage, from map[string]string) (jso
 // to its To, or under it, as the value it stood for would have. One whose new pointer
 // holds a reference already stays where it is. refs itself is not changed.
 func (c *Catalog) RenameSecrets(refs, from map[string]string) map[string]string {
-	out := make(map[string]string, len(refs))
-	for p, ref := range refs {
-		out[p] = ref
+	out := maps.Clone(refs)
+	if out == nil {
+		out = map[string]string{}
 	}
-	if len(refs) == 0 {
-		return out
-	}
-	names := make([]string, 0, len(c.byName))
-	for name := range c.byName {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		a := c.byName[name]
+	// The order of the apps does not matter: a rename moves only its own app's pointers.
+	for name, a := range c.byName {
 		prefix := "/apps/" + name + "/options"
 		for _, r := range a.Renames {
 			if !RenameApplies(r, from[name], a.Version) {

@@ -66,11 +66,12 @@ func TestRenameSinceAppliesOnlyFromBelowIt(t *testing.T) {
 	// A stored secret's reference (a flat fetch option stands for one here) moves as its
 	// option does: validate returns the references to keep, renamed, and a required
 	// secret kept at the old name would count as set at the new one.
+	noOptions := json.RawMessage(`{"domain":"x.example.org","apps":{"miniflux":{"enable":true,"options":{}}}}`)
 	kept := map[string]string{"/apps/miniflux/options/httpClientTimeout": "ref-1"}
-	_, refs, _, err := e.validate(ctx, json.RawMessage(`{"domain":"x.example.org","apps":{"miniflux":{"enable":true,"options":{}}}}`), "", map[string]string{"miniflux": "2.3.5"}, kept)
+	_, refs, _, err := e.validate(ctx, noOptions, "", map[string]string{"miniflux": "2.3.5"}, kept)
 	require.NoError(t, err)
 	require.Equal(t, map[string]string{"/apps/miniflux/options/fetcher/timeout": "ref-1"}, refs)
-	_, refs, _, err = e.validate(ctx, json.RawMessage(`{"domain":"x.example.org","apps":{"miniflux":{"enable":true,"options":{}}}}`), "", map[string]string{"miniflux": "2.3.6"}, kept)
+	_, refs, _, err = e.validate(ctx, noOptions, "", map[string]string{"miniflux": "2.3.6"}, kept)
 	require.NoError(t, err)
 	require.Equal(t, kept, refs, "made for 2.3.6: nothing moves")
 
