@@ -197,16 +197,28 @@ var ErrNodeBusy = errors.New("another run is going on the node")
 // StartRun marks a queued run running in node, worked by River job jobID. It wraps
 // ErrNodeBusy when the run is exclusive and another exclusive run of the deployment runs
 // in that node, and ErrBuildFinished when the run is already finished.
+//
+// The start time is read once the node is taken: the update that takes it may wait for
+// the run that held the node to commit its end, and a time read before that wait could
+// come before the other run's finish.
 func (s *Store) StartRun(ctx context.Context, id, node string, jobID int64) error {
-	res := s.db.WithContext(ctx).Model(&Run{}).Where("id = ? AND state = ?", id, RunQueued).
-		Updates(map[string]any{"state": RunRunning, "node": node, "started_at": now(), "job_id": jobID})
-	if res.Error != nil {
-		if unique, _ := constraintViolation(res.Error); unique {
+	var started bool
+	err := s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		res := tx.Model(&Run{}).Where("id = ? AND state = ?", id, RunQueued).
+			Updates(map[string]any{"state": RunRunning, "node": node, "job_id": jobID})
+		if res.Error != nil || res.RowsAffected != 1 {
+			return res.Error
+		}
+		started = true
+		return tx.Model(&Run{}).Where("id = ?", id).Update("started_at", now()).Error
+	})
+	if err != nil {
+		if unique, _ := constraintViolation(err); unique {
 			return fmt.Errorf("run %s: %w", id, ErrNodeBusy)
 		}
-		return fmt.Errorf("starting run %s: %w", id, res.Error)
+		return fmt.Errorf("starting run %s: %w", id, err)
 	}
-	if res.RowsAffected == 1 {
+	if started {
 		return nil
 	}
 	r, err := s.GetRun(ctx, id)

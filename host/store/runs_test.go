@@ -78,3 +78,46 @@ func TestRuns(t *testing.T) {
 		require.Equal(t, int64(store.RunsKept), n, "every finished run ended before the retention time")
 	})
 }
+
+// A run that waits for its node, held by a run whose end is being recorded, is started
+// at a time after that end: the time is read once the node is taken, not before the wait.
+func TestStartRunTimeIsReadOnceTheNodeIsTaken(t *testing.T) {
+	t.Parallel()
+	drivers(t, func(t *testing.T, cfg store.Config) {
+		ctx := context.Background()
+		st := open(t, cfg)
+		d, err := st.CreateDeployment(ctx, store.Deployment{Namespace: "acme", Config: "{}"})
+		require.NoError(t, err)
+		var runs [2]store.Run
+		for i := range runs {
+			runs[i], err = st.CreateRun(ctx, store.Run{DeploymentID: d.ID, App: "miniflux", Operation: "refresh-feeds", Exclusive: true,
+				Actor: "alice", Trigger: store.RunManual, Input: "{}"})
+			require.NoError(t, err)
+		}
+		holder, waiter := runs[0], runs[1]
+		require.NoError(t, st.StartRun(ctx, holder.ID, "web", 1))
+
+		// The holder's end, not committed yet: the waiter's start waits for it.
+		tx, err := rawDB(t, cfg).BeginTx(ctx, nil)
+		require.NoError(t, err)
+		_, err = tx.ExecContext(ctx, "UPDATE runs SET state = 'canceled' WHERE id = $1", holder.ID)
+		require.NoError(t, err)
+		started := make(chan error, 1)
+		go func() { started <- st.StartRun(ctx, waiter.ID, "web", 2) }()
+		time.Sleep(300 * time.Millisecond)
+		select {
+		case err := <-started:
+			require.FailNow(t, "the waiter started while the node was held", "%v", err)
+		default:
+		}
+		ended := time.Now().UTC().Truncate(time.Microsecond)
+		require.NoError(t, tx.Commit())
+		require.NoError(t, <-started)
+
+		got, err := st.GetRun(ctx, waiter.ID)
+		require.NoError(t, err)
+		require.Equal(t, store.RunRunning, got.State)
+		require.NotNil(t, got.StartedAt)
+		require.False(t, got.StartedAt.Before(ended), "started at %s, before the node was given up at %s", got.StartedAt, ended)
+	})
+}
