@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func drivers(t *testing.T, test func(t *testing.T, cfg store.Config)) { storetest.Drivers(t, test) }
 
-func open(t *testing.T, cfg store.Config) *store.Store {
+func open(t testing.TB, cfg store.Config) *store.Store {
 	t.Helper()
 	return storetest.Open(t, cfg)
 }
