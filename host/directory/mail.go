@@ -118,6 +118,10 @@ func mailStep(step string, err error) error {
 	if errors.As(err, &ne) || errors.Is(err, net.ErrClosed) {
 		return fmt.Errorf("the mail server's connection failed at %s: %w", step, err)
 	}
+	var cert *tls.CertificateVerificationError
+	if errors.As(err, &cert) {
+		return fmt.Errorf("the mail server's TLS certificate was not accepted at %s (%v): give the smtp provider a certificate the system's roots trust, for its host name", step, cert.Err)
+	}
 	if strings.Contains(err.Error(), "unencrypted connection") {
 		return fmt.Errorf("the mail account's password would go unencrypted at %s: give the smtp provider TLS (starttls or tls)", step)
 	}

@@ -110,4 +110,19 @@ func TestSendLinkOverSTARTTLS(t *testing.T) {
 	require.Error(t, err, "mailpit requires STARTTLS")
 	require.Contains(t, err.Error(), "refused")
 	require.NotContains(t, err.Error(), "the account's password")
+
+	// A server whose certificate the roots do not trust (another CA): the error says so.
+	other, stopOther, err := mailpittest.Start(t.TempDir(), mailpittest.Options{Users: map[string]string{"acme.mail": "the account's password"}, STARTTLS: true})
+	require.NoError(t, err)
+	t.Cleanup(stopOther)
+	_, p, err = net.SplitHostPort(other.SMTPAddr)
+	require.NoError(t, err)
+	acct.Port, err = strconv.Atoi(p)
+	require.NoError(t, err)
+	acct.TLS = "starttls"
+	err = directory.SendLink(ctx, acct, []byte("the account's password"), m)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "the mail server's TLS certificate was not accepted at STARTTLS")
+	require.Contains(t, err.Error(), "unknown authority")
+	require.NotContains(t, err.Error(), "the account's password")
 }
