@@ -59,6 +59,14 @@ func TestExecChecksPassASoundProvider(t *testing.T) {
 	}
 }
 
+// A provider whose cancelled commands take longer to go than the kit's look (3 s against
+// 2 s) passes: the client's Exec returns once the provider says the command is gone.
+func TestExecChecksPassAProviderThatStopsSlowly(t *testing.T) {
+	if f := runExec(t, "slow-stop"); len(f) > 0 {
+		t.Errorf("a provider whose commands stop slowly failed the exec checks:\n%s", strings.Join(f, "\n"))
+	}
+}
+
 // A provider whose cancel returns and leaves the command running fails: the processes
 // are still there.
 func TestExecChecksCatchACancelThatLeavesTheProcess(t *testing.T) {

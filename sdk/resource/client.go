@@ -2,6 +2,7 @@ package resource
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"io"
@@ -70,27 +71,53 @@ func (c *Client) Reveal(ctx context.Context, tenant, instance, reference string)
 }
 
 // Exec runs a command in a node and passes its output to output as it comes.
-// Cancelling ctx ends the call, and the provider kills the command.
+// Cancelling ctx stops the command, and Exec returns ctx's error once the provider says
+// the command and what it started are gone (at most execStopWait later). A provider of
+// before StopExec cannot say so: its call is cancelled, and Exec returns at once.
 func (c *Client) Exec(ctx context.Context, req ExecRequest, output func(ExecOutput) error) (ExecResult, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stream, err := c.rpc.Exec(ctx, &pb.ExecRequest{
+	// The call outlives ctx by the stop: it is cancelled only when the provider cannot
+	// stop the command through StopExec, or does not within execStopWait.
+	callCtx, cancelCall := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelCall()
+	id := rand.Text()
+	stream, err := c.rpc.Exec(callCtx, &pb.ExecRequest{
 		Tenant: req.Tenant, Instance: req.Instance, Type: req.Type, Spec: req.Spec,
 		Binary: req.Binary, Args: req.Args, Env: req.Env, Stdin: req.Stdin, Tty: req.TTY,
-		TimeoutSeconds: int32(req.Timeout / time.Second),
+		TimeoutSeconds: int32(req.Timeout / time.Second), ExecId: id,
 	})
 	if err != nil {
 		return ExecResult{}, wire.FromStatus(err)
 	}
+	ended := make(chan struct{})
+	defer close(ended)
+	go func() {
+		select {
+		case <-ended:
+			return
+		case <-ctx.Done():
+		}
+		sctx, cancel := context.WithTimeout(callCtx, execStopCall)
+		_, err := c.rpc.StopExec(sctx, &pb.StopExecRequest{ExecId: id})
+		cancel()
+		if err != nil {
+			cancelCall() // unimplemented (a provider of before StopExec), or it did not answer
+			return
+		}
+		select {
+		case <-ended:
+		case <-time.After(execStopWait):
+			cancelCall()
+		}
+	}()
 	for {
 		ev, err := stream.Recv()
+		if ctx.Err() != nil && (err != nil || ev.GetStream() == "exit") {
+			return ExecResult{}, ctx.Err() // stopped: however the command ended, it was cancelled
+		}
 		if errors.Is(err, io.EOF) {
 			return ExecResult{}, sdk.Errorf(sdk.CodeInternal, "the provider ended the exec stream without the command's exit")
 		}
 		if err != nil {
-			if ctx.Err() != nil {
-				return ExecResult{}, ctx.Err()
-			}
 			return ExecResult{}, wire.FromStatus(err)
 		}
 		if ev.GetStream() == "exit" {
@@ -101,6 +128,13 @@ func (c *Client) Exec(ctx context.Context, req ExecRequest, output func(ExecOutp
 		}
 	}
 }
+
+// execStopCall bounds the StopExec call; execStopWait, how long a stopped command may
+// take to go before its Exec call is cancelled (the conformance kit's bound on a hang).
+const (
+	execStopCall = 10 * time.Second
+	execStopWait = 30 * time.Second
+)
 
 func validateRequest(typ string, spec []byte) error {
 	if wire.RequestValidator == nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -21,7 +22,7 @@ func Serve(desc sdk.Description, p Provider, opts ...sdk.ServeOption) {
 	if c, ok := p.(sdk.Configurer); ok {
 		configure = c.Configure
 	}
-	s := &server{p: p, types: desc.Serves}
+	s := &server{p: p, types: desc.Serves, execs: map[string]context.CancelFunc{}}
 	wire.ServeKind(desc, configure, func(g *grpc.Server) { pb.RegisterResourceProviderServer(g, s) }, opts)
 }
 
@@ -29,7 +30,16 @@ type server struct {
 	pb.UnimplementedResourceProviderServer
 	p     Provider
 	types []string
+
+	execsMu sync.Mutex
+	execs   map[string]context.CancelFunc // running Exec calls by exec_id, for StopExec
+	// early holds the exec_ids StopExec was asked for before their Exec call came (a
+	// cancel right after the start): such an Exec runs nothing. Kept a minute, at most
+	// maxEarlyStops.
+	early map[string]time.Time
 }
+
+const maxEarlyStops = 1024
 
 func (s *server) check(tenant, instance, typ string) error {
 	if err := checkNames(tenant, instance); err != nil {
@@ -139,7 +149,30 @@ func (s *server) Exec(req *pb.ExecRequest, stream pb.ResourceProvider_ExecServer
 	if req.GetTimeoutSeconds() < 0 {
 		return wire.ToStatus(sdk.Invalid("timeout_seconds", "the timeout is negative"))
 	}
-	res, err := x.Exec(stream.Context(), ExecRequest{
+	ctx := stream.Context()
+	if id := req.GetExecId(); id != "" {
+		var stop context.CancelFunc
+		ctx, stop = context.WithCancel(ctx)
+		defer stop()
+		s.execsMu.Lock()
+		if _, taken := s.execs[id]; taken {
+			s.execsMu.Unlock()
+			return wire.ToStatus(sdk.Invalid("exec_id", "another running Exec has this exec_id: choose one per call"))
+		}
+		if _, stopped := s.early[id]; stopped {
+			delete(s.early, id)
+			s.execsMu.Unlock()
+			return wire.ToStatus(sdk.Errorf(sdk.CodeUnavailable, "the exec was stopped before it started"))
+		}
+		s.execs[id] = stop
+		s.execsMu.Unlock()
+		defer func() {
+			s.execsMu.Lock()
+			delete(s.execs, id)
+			s.execsMu.Unlock()
+		}()
+	}
+	res, err := x.Exec(ctx, ExecRequest{
 		Tenant: req.GetTenant(), Instance: req.GetInstance(), Type: req.GetType(), Spec: req.GetSpec(),
 		Binary: req.GetBinary(), Args: req.GetArgs(), Env: req.GetEnv(), Stdin: req.GetStdin(), TTY: req.GetTty(),
 		Timeout: time.Duration(req.GetTimeoutSeconds()) * time.Second,
@@ -150,4 +183,33 @@ func (s *server) Exec(req *pb.ExecRequest, stream pb.ResourceProvider_ExecServer
 		return wire.ToStatus(err)
 	}
 	return stream.Send(&pb.ExecEvent{Stream: "exit", ExitCode: int32(res.ExitCode), TimedOut: res.TimedOut, Status: res.Status})
+}
+
+// StopExec cancels the context of the running Exec named: the provider kills the command,
+// and that Exec call ends once the command is gone.
+func (s *server) StopExec(_ context.Context, req *pb.StopExecRequest) (*pb.StopExecResponse, error) {
+	id := req.GetExecId()
+	if id == "" {
+		return nil, wire.ToStatus(sdk.Invalid("exec_id", "StopExec names the Exec call by its exec_id"))
+	}
+	s.execsMu.Lock()
+	defer s.execsMu.Unlock()
+	stop, running := s.execs[id]
+	if running {
+		stop()
+		return &pb.StopExecResponse{Running: true}, nil
+	}
+	now := time.Now()
+	for early, at := range s.early {
+		if now.Sub(at) > time.Minute {
+			delete(s.early, early)
+		}
+	}
+	if s.early == nil {
+		s.early = map[string]time.Time{}
+	}
+	if len(s.early) < maxEarlyStops {
+		s.early[id] = now
+	}
+	return &pb.StopExecResponse{}, nil
 }

@@ -1,7 +1,8 @@
 // Command instance is the instance provider the tests of the kit's exec checks run
 // against: it keeps each node's environment in memory and runs commands as processes of
 // this machine in a session of their own. Built with -X main.variant=leaves-process, a
-// cancel returns at once and leaves the command running, which the kit must catch (Deprovision kills it).
+// cancel returns at once and leaves the command running, which the kit must catch (Deprovision kills it);
+// with slow-stop, a cancelled command takes 3 s to go, which the host must wait for.
 package main
 
 import (
@@ -127,6 +128,9 @@ func (p *provider) Exec(ctx context.Context, req resource.ExecRequest, output fu
 	case <-ctx.Done():
 		if variant == "leaves-process" {
 			return resource.ExecResult{}, ctx.Err()
+		}
+		if variant == "slow-stop" {
+			time.Sleep(3 * time.Second) // as a command that takes its time over SIGTERM
 		}
 		kill()
 		readers.Wait()

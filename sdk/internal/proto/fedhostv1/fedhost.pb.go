@@ -867,8 +867,10 @@ type ExecRequest struct {
 	// Runs the command on a terminal (echo off) for programs that read only from one.
 	Tty            bool  `protobuf:"varint,9,opt,name=tty,proto3" json:"tty,omitempty"`
 	TimeoutSeconds int32 `protobuf:"varint,10,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Names this call for StopExec; chosen by the host, unique among its running calls.
+	ExecId        string `protobuf:"bytes,11,opt,name=exec_id,json=execId,proto3" json:"exec_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecRequest) Reset() {
@@ -971,6 +973,102 @@ func (x *ExecRequest) GetTimeoutSeconds() int32 {
 	return 0
 }
 
+func (x *ExecRequest) GetExecId() string {
+	if x != nil {
+		return x.ExecId
+	}
+	return ""
+}
+
+type StopExecRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ExecId        string                 `protobuf:"bytes,1,opt,name=exec_id,json=execId,proto3" json:"exec_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopExecRequest) Reset() {
+	*x = StopExecRequest{}
+	mi := &file_fedhost_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopExecRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopExecRequest) ProtoMessage() {}
+
+func (x *StopExecRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fedhost_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopExecRequest.ProtoReflect.Descriptor instead.
+func (*StopExecRequest) Descriptor() ([]byte, []int) {
+	return file_fedhost_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *StopExecRequest) GetExecId() string {
+	if x != nil {
+		return x.ExecId
+	}
+	return ""
+}
+
+type StopExecResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether an Exec with that exec_id was running (and is now being stopped).
+	Running       bool `protobuf:"varint,1,opt,name=running,proto3" json:"running,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopExecResponse) Reset() {
+	*x = StopExecResponse{}
+	mi := &file_fedhost_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopExecResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopExecResponse) ProtoMessage() {}
+
+func (x *StopExecResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fedhost_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopExecResponse.ProtoReflect.Descriptor instead.
+func (*StopExecResponse) Descriptor() ([]byte, []int) {
+	return file_fedhost_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *StopExecResponse) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
 type ExecEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "stdout" or "stderr" with data, or "exit" with the end.
@@ -986,7 +1084,7 @@ type ExecEvent struct {
 
 func (x *ExecEvent) Reset() {
 	*x = ExecEvent{}
-	mi := &file_fedhost_proto_msgTypes[16]
+	mi := &file_fedhost_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -998,7 +1096,7 @@ func (x *ExecEvent) String() string {
 func (*ExecEvent) ProtoMessage() {}
 
 func (x *ExecEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[16]
+	mi := &file_fedhost_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1011,7 +1109,7 @@ func (x *ExecEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecEvent.ProtoReflect.Descriptor instead.
 func (*ExecEvent) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{16}
+	return file_fedhost_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExecEvent) GetStream() string {
@@ -1058,7 +1156,7 @@ type DomainRequest struct {
 
 func (x *DomainRequest) Reset() {
 	*x = DomainRequest{}
-	mi := &file_fedhost_proto_msgTypes[17]
+	mi := &file_fedhost_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1168,7 @@ func (x *DomainRequest) String() string {
 func (*DomainRequest) ProtoMessage() {}
 
 func (x *DomainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[17]
+	mi := &file_fedhost_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1181,7 @@ func (x *DomainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DomainRequest.ProtoReflect.Descriptor instead.
 func (*DomainRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{17}
+	return file_fedhost_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DomainRequest) GetDomain() string {
@@ -1108,7 +1206,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_fedhost_proto_msgTypes[18]
+	mi := &file_fedhost_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1218,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[18]
+	mi := &file_fedhost_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1231,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{18}
+	return file_fedhost_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CheckResponse) GetAvailable() bool {
@@ -1199,7 +1297,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_fedhost_proto_msgTypes[19]
+	mi := &file_fedhost_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1309,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[19]
+	mi := &file_fedhost_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1322,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{19}
+	return file_fedhost_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RegisterRequest) GetDomain() string {
@@ -1307,7 +1405,7 @@ type RenewRequest struct {
 
 func (x *RenewRequest) Reset() {
 	*x = RenewRequest{}
-	mi := &file_fedhost_proto_msgTypes[20]
+	mi := &file_fedhost_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1417,7 @@ func (x *RenewRequest) String() string {
 func (*RenewRequest) ProtoMessage() {}
 
 func (x *RenewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[20]
+	mi := &file_fedhost_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1430,7 @@ func (x *RenewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
 func (*RenewRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{20}
+	return file_fedhost_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RenewRequest) GetDomain() string {
@@ -1359,7 +1457,7 @@ type NameserversRequest struct {
 
 func (x *NameserversRequest) Reset() {
 	*x = NameserversRequest{}
-	mi := &file_fedhost_proto_msgTypes[21]
+	mi := &file_fedhost_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1371,7 +1469,7 @@ func (x *NameserversRequest) String() string {
 func (*NameserversRequest) ProtoMessage() {}
 
 func (x *NameserversRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[21]
+	mi := &file_fedhost_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1384,7 +1482,7 @@ func (x *NameserversRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NameserversRequest.ProtoReflect.Descriptor instead.
 func (*NameserversRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{21}
+	return file_fedhost_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *NameserversRequest) GetDomain() string {
@@ -1416,7 +1514,7 @@ type TransferRequest struct {
 
 func (x *TransferRequest) Reset() {
 	*x = TransferRequest{}
-	mi := &file_fedhost_proto_msgTypes[22]
+	mi := &file_fedhost_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1428,7 +1526,7 @@ func (x *TransferRequest) String() string {
 func (*TransferRequest) ProtoMessage() {}
 
 func (x *TransferRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[22]
+	mi := &file_fedhost_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1441,7 +1539,7 @@ func (x *TransferRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferRequest.ProtoReflect.Descriptor instead.
 func (*TransferRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{22}
+	return file_fedhost_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TransferRequest) GetDomain() string {
@@ -1495,7 +1593,7 @@ type AuthCodeResponse struct {
 
 func (x *AuthCodeResponse) Reset() {
 	*x = AuthCodeResponse{}
-	mi := &file_fedhost_proto_msgTypes[23]
+	mi := &file_fedhost_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +1605,7 @@ func (x *AuthCodeResponse) String() string {
 func (*AuthCodeResponse) ProtoMessage() {}
 
 func (x *AuthCodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[23]
+	mi := &file_fedhost_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +1618,7 @@ func (x *AuthCodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AuthCodeResponse.ProtoReflect.Descriptor instead.
 func (*AuthCodeResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{23}
+	return file_fedhost_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AuthCodeResponse) GetAuthCode() string {
@@ -1540,7 +1638,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_fedhost_proto_msgTypes[24]
+	mi := &file_fedhost_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1650,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[24]
+	mi := &file_fedhost_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1663,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{24}
+	return file_fedhost_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *LockRequest) GetDomain() string {
@@ -1596,7 +1694,7 @@ type Domain struct {
 
 func (x *Domain) Reset() {
 	*x = Domain{}
-	mi := &file_fedhost_proto_msgTypes[25]
+	mi := &file_fedhost_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1706,7 @@ func (x *Domain) String() string {
 func (*Domain) ProtoMessage() {}
 
 func (x *Domain) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[25]
+	mi := &file_fedhost_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1719,7 @@ func (x *Domain) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Domain.ProtoReflect.Descriptor instead.
 func (*Domain) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{25}
+	return file_fedhost_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Domain) GetName() string {
@@ -1675,7 +1773,7 @@ type DomainResponse struct {
 
 func (x *DomainResponse) Reset() {
 	*x = DomainResponse{}
-	mi := &file_fedhost_proto_msgTypes[26]
+	mi := &file_fedhost_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1687,7 +1785,7 @@ func (x *DomainResponse) String() string {
 func (*DomainResponse) ProtoMessage() {}
 
 func (x *DomainResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[26]
+	mi := &file_fedhost_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1700,7 +1798,7 @@ func (x *DomainResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DomainResponse.ProtoReflect.Descriptor instead.
 func (*DomainResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{26}
+	return file_fedhost_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DomainResponse) GetDomain() *Domain {
@@ -1718,7 +1816,7 @@ type SnapshotRequest struct {
 
 func (x *SnapshotRequest) Reset() {
 	*x = SnapshotRequest{}
-	mi := &file_fedhost_proto_msgTypes[27]
+	mi := &file_fedhost_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1828,7 @@ func (x *SnapshotRequest) String() string {
 func (*SnapshotRequest) ProtoMessage() {}
 
 func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[27]
+	mi := &file_fedhost_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1841,7 @@ func (x *SnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{27}
+	return file_fedhost_proto_rawDescGZIP(), []int{29}
 }
 
 type SnapshotResponse struct {
@@ -1755,7 +1853,7 @@ type SnapshotResponse struct {
 
 func (x *SnapshotResponse) Reset() {
 	*x = SnapshotResponse{}
-	mi := &file_fedhost_proto_msgTypes[28]
+	mi := &file_fedhost_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1865,7 @@ func (x *SnapshotResponse) String() string {
 func (*SnapshotResponse) ProtoMessage() {}
 
 func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[28]
+	mi := &file_fedhost_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +1878,7 @@ func (x *SnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{28}
+	return file_fedhost_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SnapshotResponse) GetDomains() []*Domain {
@@ -1807,7 +1905,7 @@ type Contact struct {
 
 func (x *Contact) Reset() {
 	*x = Contact{}
-	mi := &file_fedhost_proto_msgTypes[29]
+	mi := &file_fedhost_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +1917,7 @@ func (x *Contact) String() string {
 func (*Contact) ProtoMessage() {}
 
 func (x *Contact) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[29]
+	mi := &file_fedhost_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +1930,7 @@ func (x *Contact) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Contact.ProtoReflect.Descriptor instead.
 func (*Contact) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{29}
+	return file_fedhost_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Contact) GetId() string {
@@ -1907,7 +2005,7 @@ type ContactRequest struct {
 
 func (x *ContactRequest) Reset() {
 	*x = ContactRequest{}
-	mi := &file_fedhost_proto_msgTypes[30]
+	mi := &file_fedhost_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2017,7 @@ func (x *ContactRequest) String() string {
 func (*ContactRequest) ProtoMessage() {}
 
 func (x *ContactRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[30]
+	mi := &file_fedhost_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2030,7 @@ func (x *ContactRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContactRequest.ProtoReflect.Descriptor instead.
 func (*ContactRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{30}
+	return file_fedhost_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ContactRequest) GetId() string {
@@ -1950,7 +2048,7 @@ type ListContactsRequest struct {
 
 func (x *ListContactsRequest) Reset() {
 	*x = ListContactsRequest{}
-	mi := &file_fedhost_proto_msgTypes[31]
+	mi := &file_fedhost_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1962,7 +2060,7 @@ func (x *ListContactsRequest) String() string {
 func (*ListContactsRequest) ProtoMessage() {}
 
 func (x *ListContactsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[31]
+	mi := &file_fedhost_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1975,7 +2073,7 @@ func (x *ListContactsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListContactsRequest.ProtoReflect.Descriptor instead.
 func (*ListContactsRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{31}
+	return file_fedhost_proto_rawDescGZIP(), []int{33}
 }
 
 type ListContactsResponse struct {
@@ -1987,7 +2085,7 @@ type ListContactsResponse struct {
 
 func (x *ListContactsResponse) Reset() {
 	*x = ListContactsResponse{}
-	mi := &file_fedhost_proto_msgTypes[32]
+	mi := &file_fedhost_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2097,7 @@ func (x *ListContactsResponse) String() string {
 func (*ListContactsResponse) ProtoMessage() {}
 
 func (x *ListContactsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[32]
+	mi := &file_fedhost_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2110,7 @@ func (x *ListContactsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListContactsResponse.ProtoReflect.Descriptor instead.
 func (*ListContactsResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{32}
+	return file_fedhost_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListContactsResponse) GetContacts() []*Contact {
@@ -2030,7 +2128,7 @@ type DeleteContactResponse struct {
 
 func (x *DeleteContactResponse) Reset() {
 	*x = DeleteContactResponse{}
-	mi := &file_fedhost_proto_msgTypes[33]
+	mi := &file_fedhost_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2140,7 @@ func (x *DeleteContactResponse) String() string {
 func (*DeleteContactResponse) ProtoMessage() {}
 
 func (x *DeleteContactResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[33]
+	mi := &file_fedhost_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2153,7 @@ func (x *DeleteContactResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteContactResponse.ProtoReflect.Descriptor instead.
 func (*DeleteContactResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{33}
+	return file_fedhost_proto_rawDescGZIP(), []int{35}
 }
 
 type SchemaRequest struct {
@@ -2066,7 +2164,7 @@ type SchemaRequest struct {
 
 func (x *SchemaRequest) Reset() {
 	*x = SchemaRequest{}
-	mi := &file_fedhost_proto_msgTypes[34]
+	mi := &file_fedhost_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2176,7 @@ func (x *SchemaRequest) String() string {
 func (*SchemaRequest) ProtoMessage() {}
 
 func (x *SchemaRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[34]
+	mi := &file_fedhost_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2189,7 @@ func (x *SchemaRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaRequest.ProtoReflect.Descriptor instead.
 func (*SchemaRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{34}
+	return file_fedhost_proto_rawDescGZIP(), []int{36}
 }
 
 type SchemaResponse struct {
@@ -2105,7 +2203,7 @@ type SchemaResponse struct {
 
 func (x *SchemaResponse) Reset() {
 	*x = SchemaResponse{}
-	mi := &file_fedhost_proto_msgTypes[35]
+	mi := &file_fedhost_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2215,7 @@ func (x *SchemaResponse) String() string {
 func (*SchemaResponse) ProtoMessage() {}
 
 func (x *SchemaResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[35]
+	mi := &file_fedhost_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2228,7 @@ func (x *SchemaResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SchemaResponse.ProtoReflect.Descriptor instead.
 func (*SchemaResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{35}
+	return file_fedhost_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SchemaResponse) GetSchema() []byte {
@@ -2165,7 +2263,7 @@ type RequestsRequest struct {
 
 func (x *RequestsRequest) Reset() {
 	*x = RequestsRequest{}
-	mi := &file_fedhost_proto_msgTypes[36]
+	mi := &file_fedhost_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2177,7 +2275,7 @@ func (x *RequestsRequest) String() string {
 func (*RequestsRequest) ProtoMessage() {}
 
 func (x *RequestsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[36]
+	mi := &file_fedhost_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2190,7 +2288,7 @@ func (x *RequestsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestsRequest.ProtoReflect.Descriptor instead.
 func (*RequestsRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{36}
+	return file_fedhost_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RequestsRequest) GetTenant() string {
@@ -2226,7 +2324,7 @@ type ResourceRequest struct {
 
 func (x *ResourceRequest) Reset() {
 	*x = ResourceRequest{}
-	mi := &file_fedhost_proto_msgTypes[37]
+	mi := &file_fedhost_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2238,7 +2336,7 @@ func (x *ResourceRequest) String() string {
 func (*ResourceRequest) ProtoMessage() {}
 
 func (x *ResourceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[37]
+	mi := &file_fedhost_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2251,7 +2349,7 @@ func (x *ResourceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceRequest.ProtoReflect.Descriptor instead.
 func (*ResourceRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{37}
+	return file_fedhost_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ResourceRequest) GetName() string {
@@ -2291,7 +2389,7 @@ type RequestsResponse struct {
 
 func (x *RequestsResponse) Reset() {
 	*x = RequestsResponse{}
-	mi := &file_fedhost_proto_msgTypes[38]
+	mi := &file_fedhost_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2303,7 +2401,7 @@ func (x *RequestsResponse) String() string {
 func (*RequestsResponse) ProtoMessage() {}
 
 func (x *RequestsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[38]
+	mi := &file_fedhost_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2316,7 +2414,7 @@ func (x *RequestsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RequestsResponse.ProtoReflect.Descriptor instead.
 func (*RequestsResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{38}
+	return file_fedhost_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RequestsResponse) GetRequests() []*ResourceRequest {
@@ -2338,7 +2436,7 @@ type RenderRequest struct {
 
 func (x *RenderRequest) Reset() {
 	*x = RenderRequest{}
-	mi := &file_fedhost_proto_msgTypes[39]
+	mi := &file_fedhost_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2350,7 +2448,7 @@ func (x *RenderRequest) String() string {
 func (*RenderRequest) ProtoMessage() {}
 
 func (x *RenderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[39]
+	mi := &file_fedhost_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2363,7 +2461,7 @@ func (x *RenderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenderRequest.ProtoReflect.Descriptor instead.
 func (*RenderRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{39}
+	return file_fedhost_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RenderRequest) GetTenant() string {
@@ -2404,7 +2502,7 @@ type Node struct {
 
 func (x *Node) Reset() {
 	*x = Node{}
-	mi := &file_fedhost_proto_msgTypes[40]
+	mi := &file_fedhost_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2514,7 @@ func (x *Node) String() string {
 func (*Node) ProtoMessage() {}
 
 func (x *Node) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[40]
+	mi := &file_fedhost_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2527,7 @@ func (x *Node) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Node.ProtoReflect.Descriptor instead.
 func (*Node) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{40}
+	return file_fedhost_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Node) GetName() string {
@@ -2455,7 +2553,7 @@ type RenderResponse struct {
 
 func (x *RenderResponse) Reset() {
 	*x = RenderResponse{}
-	mi := &file_fedhost_proto_msgTypes[41]
+	mi := &file_fedhost_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2467,7 +2565,7 @@ func (x *RenderResponse) String() string {
 func (*RenderResponse) ProtoMessage() {}
 
 func (x *RenderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[41]
+	mi := &file_fedhost_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2480,7 +2578,7 @@ func (x *RenderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenderResponse.ProtoReflect.Descriptor instead.
 func (*RenderResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{41}
+	return file_fedhost_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RenderResponse) GetNodes() []*Node {
@@ -2498,7 +2596,7 @@ type RenamesRequest struct {
 
 func (x *RenamesRequest) Reset() {
 	*x = RenamesRequest{}
-	mi := &file_fedhost_proto_msgTypes[42]
+	mi := &file_fedhost_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2510,7 +2608,7 @@ func (x *RenamesRequest) String() string {
 func (*RenamesRequest) ProtoMessage() {}
 
 func (x *RenamesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[42]
+	mi := &file_fedhost_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2523,7 +2621,7 @@ func (x *RenamesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenamesRequest.ProtoReflect.Descriptor instead.
 func (*RenamesRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{42}
+	return file_fedhost_proto_rawDescGZIP(), []int{44}
 }
 
 type Rename struct {
@@ -2537,7 +2635,7 @@ type Rename struct {
 
 func (x *Rename) Reset() {
 	*x = Rename{}
-	mi := &file_fedhost_proto_msgTypes[43]
+	mi := &file_fedhost_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2549,7 +2647,7 @@ func (x *Rename) String() string {
 func (*Rename) ProtoMessage() {}
 
 func (x *Rename) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[43]
+	mi := &file_fedhost_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2562,7 +2660,7 @@ func (x *Rename) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rename.ProtoReflect.Descriptor instead.
 func (*Rename) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{43}
+	return file_fedhost_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Rename) GetFrom() string {
@@ -2595,7 +2693,7 @@ type RenamesResponse struct {
 
 func (x *RenamesResponse) Reset() {
 	*x = RenamesResponse{}
-	mi := &file_fedhost_proto_msgTypes[44]
+	mi := &file_fedhost_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2607,7 +2705,7 @@ func (x *RenamesResponse) String() string {
 func (*RenamesResponse) ProtoMessage() {}
 
 func (x *RenamesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[44]
+	mi := &file_fedhost_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2620,7 +2718,7 @@ func (x *RenamesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RenamesResponse.ProtoReflect.Descriptor instead.
 func (*RenamesResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{44}
+	return file_fedhost_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RenamesResponse) GetRenames() []*Rename {
@@ -2638,7 +2736,7 @@ type OperationsRequest struct {
 
 func (x *OperationsRequest) Reset() {
 	*x = OperationsRequest{}
-	mi := &file_fedhost_proto_msgTypes[45]
+	mi := &file_fedhost_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2748,7 @@ func (x *OperationsRequest) String() string {
 func (*OperationsRequest) ProtoMessage() {}
 
 func (x *OperationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[45]
+	mi := &file_fedhost_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2761,7 @@ func (x *OperationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsRequest.ProtoReflect.Descriptor instead.
 func (*OperationsRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{45}
+	return file_fedhost_proto_rawDescGZIP(), []int{47}
 }
 
 type Operation struct {
@@ -2685,7 +2783,7 @@ type Operation struct {
 
 func (x *Operation) Reset() {
 	*x = Operation{}
-	mi := &file_fedhost_proto_msgTypes[46]
+	mi := &file_fedhost_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2795,7 @@ func (x *Operation) String() string {
 func (*Operation) ProtoMessage() {}
 
 func (x *Operation) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[46]
+	mi := &file_fedhost_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2808,7 @@ func (x *Operation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Operation.ProtoReflect.Descriptor instead.
 func (*Operation) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{46}
+	return file_fedhost_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Operation) GetName() string {
@@ -2797,7 +2895,7 @@ type CommandRequest struct {
 
 func (x *CommandRequest) Reset() {
 	*x = CommandRequest{}
-	mi := &file_fedhost_proto_msgTypes[47]
+	mi := &file_fedhost_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2809,7 +2907,7 @@ func (x *CommandRequest) String() string {
 func (*CommandRequest) ProtoMessage() {}
 
 func (x *CommandRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[47]
+	mi := &file_fedhost_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2822,7 +2920,7 @@ func (x *CommandRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandRequest.ProtoReflect.Descriptor instead.
 func (*CommandRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{47}
+	return file_fedhost_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CommandRequest) GetOperation() string {
@@ -2881,7 +2979,7 @@ type CommandResponse struct {
 
 func (x *CommandResponse) Reset() {
 	*x = CommandResponse{}
-	mi := &file_fedhost_proto_msgTypes[48]
+	mi := &file_fedhost_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2893,7 +2991,7 @@ func (x *CommandResponse) String() string {
 func (*CommandResponse) ProtoMessage() {}
 
 func (x *CommandResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[48]
+	mi := &file_fedhost_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2906,7 +3004,7 @@ func (x *CommandResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CommandResponse.ProtoReflect.Descriptor instead.
 func (*CommandResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{48}
+	return file_fedhost_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CommandResponse) GetNode() string {
@@ -2960,7 +3058,7 @@ type OperationsResponse struct {
 
 func (x *OperationsResponse) Reset() {
 	*x = OperationsResponse{}
-	mi := &file_fedhost_proto_msgTypes[49]
+	mi := &file_fedhost_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3070,7 @@ func (x *OperationsResponse) String() string {
 func (*OperationsResponse) ProtoMessage() {}
 
 func (x *OperationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[49]
+	mi := &file_fedhost_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3083,7 @@ func (x *OperationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperationsResponse.ProtoReflect.Descriptor instead.
 func (*OperationsResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{49}
+	return file_fedhost_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *OperationsResponse) GetOperations() []*Operation {
@@ -3003,7 +3101,7 @@ type VersionGuardRequest struct {
 
 func (x *VersionGuardRequest) Reset() {
 	*x = VersionGuardRequest{}
-	mi := &file_fedhost_proto_msgTypes[50]
+	mi := &file_fedhost_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3113,7 @@ func (x *VersionGuardRequest) String() string {
 func (*VersionGuardRequest) ProtoMessage() {}
 
 func (x *VersionGuardRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[50]
+	mi := &file_fedhost_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3126,7 @@ func (x *VersionGuardRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionGuardRequest.ProtoReflect.Descriptor instead.
 func (*VersionGuardRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{50}
+	return file_fedhost_proto_rawDescGZIP(), []int{52}
 }
 
 type VersionGuardResponse struct {
@@ -3042,7 +3140,7 @@ type VersionGuardResponse struct {
 
 func (x *VersionGuardResponse) Reset() {
 	*x = VersionGuardResponse{}
-	mi := &file_fedhost_proto_msgTypes[51]
+	mi := &file_fedhost_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3054,7 +3152,7 @@ func (x *VersionGuardResponse) String() string {
 func (*VersionGuardResponse) ProtoMessage() {}
 
 func (x *VersionGuardResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[51]
+	mi := &file_fedhost_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3067,7 +3165,7 @@ func (x *VersionGuardResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionGuardResponse.ProtoReflect.Descriptor instead.
 func (*VersionGuardResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{51}
+	return file_fedhost_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *VersionGuardResponse) GetVersion() string {
@@ -3099,7 +3197,7 @@ type RoleGroupsRequest struct {
 
 func (x *RoleGroupsRequest) Reset() {
 	*x = RoleGroupsRequest{}
-	mi := &file_fedhost_proto_msgTypes[52]
+	mi := &file_fedhost_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3111,7 +3209,7 @@ func (x *RoleGroupsRequest) String() string {
 func (*RoleGroupsRequest) ProtoMessage() {}
 
 func (x *RoleGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[52]
+	mi := &file_fedhost_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +3222,7 @@ func (x *RoleGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGroupsRequest.ProtoReflect.Descriptor instead.
 func (*RoleGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{52}
+	return file_fedhost_proto_rawDescGZIP(), []int{54}
 }
 
 type RoleGroup struct {
@@ -3138,7 +3236,7 @@ type RoleGroup struct {
 
 func (x *RoleGroup) Reset() {
 	*x = RoleGroup{}
-	mi := &file_fedhost_proto_msgTypes[53]
+	mi := &file_fedhost_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3150,7 +3248,7 @@ func (x *RoleGroup) String() string {
 func (*RoleGroup) ProtoMessage() {}
 
 func (x *RoleGroup) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[53]
+	mi := &file_fedhost_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3163,7 +3261,7 @@ func (x *RoleGroup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGroup.ProtoReflect.Descriptor instead.
 func (*RoleGroup) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{53}
+	return file_fedhost_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *RoleGroup) GetName() string {
@@ -3196,7 +3294,7 @@ type RoleGroupsResponse struct {
 
 func (x *RoleGroupsResponse) Reset() {
 	*x = RoleGroupsResponse{}
-	mi := &file_fedhost_proto_msgTypes[54]
+	mi := &file_fedhost_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3208,7 +3306,7 @@ func (x *RoleGroupsResponse) String() string {
 func (*RoleGroupsResponse) ProtoMessage() {}
 
 func (x *RoleGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedhost_proto_msgTypes[54]
+	mi := &file_fedhost_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3221,7 +3319,7 @@ func (x *RoleGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoleGroupsResponse.ProtoReflect.Descriptor instead.
 func (*RoleGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_fedhost_proto_rawDescGZIP(), []int{54}
+	return file_fedhost_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RoleGroupsResponse) GetGroups() []*RoleGroup {
@@ -3292,7 +3390,7 @@ const file_fedhost_proto_rawDesc = "" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x1c\n" +
 	"\treference\x18\x03 \x01(\tR\treference\"&\n" +
 	"\x0eRevealResponse\x12\x14\n" +
-	"\x05value\x18\x01 \x01(\fR\x05value\"\xd2\x02\n" +
+	"\x05value\x18\x01 \x01(\fR\x05value\"\xeb\x02\n" +
 	"\vExecRequest\x12\x16\n" +
 	"\x06tenant\x18\x01 \x01(\tR\x06tenant\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\x12\n" +
@@ -3304,10 +3402,15 @@ const file_fedhost_proto_rawDesc = "" +
 	"\x05stdin\x18\b \x01(\fR\x05stdin\x12\x10\n" +
 	"\x03tty\x18\t \x01(\bR\x03tty\x12'\n" +
 	"\x0ftimeout_seconds\x18\n" +
-	" \x01(\x05R\x0etimeoutSeconds\x1a6\n" +
+	" \x01(\x05R\x0etimeoutSeconds\x12\x17\n" +
+	"\aexec_id\x18\v \x01(\tR\x06execId\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"*\n" +
+	"\x0fStopExecRequest\x12\x17\n" +
+	"\aexec_id\x18\x01 \x01(\tR\x06execId\",\n" +
+	"\x10StopExecResponse\x12\x18\n" +
+	"\arunning\x18\x01 \x01(\bR\arunning\"\x89\x01\n" +
 	"\tExecEvent\x12\x16\n" +
 	"\x06stream\x18\x01 \x01(\tR\x06stream\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x1b\n" +
@@ -3475,14 +3578,15 @@ const file_fedhost_proto_rawDesc = "" +
 	"\x06groups\x18\x01 \x03(\v2\x15.fedhost.v1.RoleGroupR\x06groups2\x99\x01\n" +
 	"\x06Plugin\x12E\n" +
 	"\bDescribe\x12\x1b.fedhost.v1.DescribeRequest\x1a\x1c.fedhost.v1.DescribeResponse\x12H\n" +
-	"\tConfigure\x12\x1c.fedhost.v1.ConfigureRequest\x1a\x1d.fedhost.v1.ConfigureResponse2\xaf\x03\n" +
+	"\tConfigure\x12\x1c.fedhost.v1.ConfigureRequest\x1a\x1d.fedhost.v1.ConfigureResponse2\xf6\x03\n" +
 	"\x10ResourceProvider\x12E\n" +
 	"\bValidate\x12\x1b.fedhost.v1.ValidateRequest\x1a\x1c.fedhost.v1.ValidateResponse\x12H\n" +
 	"\tProvision\x12\x1c.fedhost.v1.ProvisionRequest\x1a\x1d.fedhost.v1.ProvisionResponse\x12N\n" +
 	"\vDeprovision\x12\x1e.fedhost.v1.DeprovisionRequest\x1a\x1f.fedhost.v1.DeprovisionResponse\x12?\n" +
 	"\x06Status\x12\x19.fedhost.v1.StatusRequest\x1a\x1a.fedhost.v1.StatusResponse\x12?\n" +
 	"\x06Reveal\x12\x19.fedhost.v1.RevealRequest\x1a\x1a.fedhost.v1.RevealResponse\x128\n" +
-	"\x04Exec\x12\x17.fedhost.v1.ExecRequest\x1a\x15.fedhost.v1.ExecEvent0\x012\xd2\a\n" +
+	"\x04Exec\x12\x17.fedhost.v1.ExecRequest\x1a\x15.fedhost.v1.ExecEvent0\x01\x12E\n" +
+	"\bStopExec\x12\x1b.fedhost.v1.StopExecRequest\x1a\x1c.fedhost.v1.StopExecResponse2\xd2\a\n" +
 	"\tRegistrar\x12=\n" +
 	"\x05Check\x12\x19.fedhost.v1.DomainRequest\x1a\x19.fedhost.v1.CheckResponse\x12C\n" +
 	"\bRegister\x12\x1b.fedhost.v1.RegisterRequest\x1a\x1a.fedhost.v1.DomainResponse\x12=\n" +
@@ -3524,7 +3628,7 @@ func file_fedhost_proto_rawDescGZIP() []byte {
 	return file_fedhost_proto_rawDescData
 }
 
-var file_fedhost_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_fedhost_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_fedhost_proto_goTypes = []any{
 	(*DescribeRequest)(nil),       // 0: fedhost.v1.DescribeRequest
 	(*DescribeResponse)(nil),      // 1: fedhost.v1.DescribeResponse
@@ -3542,67 +3646,69 @@ var file_fedhost_proto_goTypes = []any{
 	(*RevealRequest)(nil),         // 13: fedhost.v1.RevealRequest
 	(*RevealResponse)(nil),        // 14: fedhost.v1.RevealResponse
 	(*ExecRequest)(nil),           // 15: fedhost.v1.ExecRequest
-	(*ExecEvent)(nil),             // 16: fedhost.v1.ExecEvent
-	(*DomainRequest)(nil),         // 17: fedhost.v1.DomainRequest
-	(*CheckResponse)(nil),         // 18: fedhost.v1.CheckResponse
-	(*RegisterRequest)(nil),       // 19: fedhost.v1.RegisterRequest
-	(*RenewRequest)(nil),          // 20: fedhost.v1.RenewRequest
-	(*NameserversRequest)(nil),    // 21: fedhost.v1.NameserversRequest
-	(*TransferRequest)(nil),       // 22: fedhost.v1.TransferRequest
-	(*AuthCodeResponse)(nil),      // 23: fedhost.v1.AuthCodeResponse
-	(*LockRequest)(nil),           // 24: fedhost.v1.LockRequest
-	(*Domain)(nil),                // 25: fedhost.v1.Domain
-	(*DomainResponse)(nil),        // 26: fedhost.v1.DomainResponse
-	(*SnapshotRequest)(nil),       // 27: fedhost.v1.SnapshotRequest
-	(*SnapshotResponse)(nil),      // 28: fedhost.v1.SnapshotResponse
-	(*Contact)(nil),               // 29: fedhost.v1.Contact
-	(*ContactRequest)(nil),        // 30: fedhost.v1.ContactRequest
-	(*ListContactsRequest)(nil),   // 31: fedhost.v1.ListContactsRequest
-	(*ListContactsResponse)(nil),  // 32: fedhost.v1.ListContactsResponse
-	(*DeleteContactResponse)(nil), // 33: fedhost.v1.DeleteContactResponse
-	(*SchemaRequest)(nil),         // 34: fedhost.v1.SchemaRequest
-	(*SchemaResponse)(nil),        // 35: fedhost.v1.SchemaResponse
-	(*RequestsRequest)(nil),       // 36: fedhost.v1.RequestsRequest
-	(*ResourceRequest)(nil),       // 37: fedhost.v1.ResourceRequest
-	(*RequestsResponse)(nil),      // 38: fedhost.v1.RequestsResponse
-	(*RenderRequest)(nil),         // 39: fedhost.v1.RenderRequest
-	(*Node)(nil),                  // 40: fedhost.v1.Node
-	(*RenderResponse)(nil),        // 41: fedhost.v1.RenderResponse
-	(*RenamesRequest)(nil),        // 42: fedhost.v1.RenamesRequest
-	(*Rename)(nil),                // 43: fedhost.v1.Rename
-	(*RenamesResponse)(nil),       // 44: fedhost.v1.RenamesResponse
-	(*OperationsRequest)(nil),     // 45: fedhost.v1.OperationsRequest
-	(*Operation)(nil),             // 46: fedhost.v1.Operation
-	(*CommandRequest)(nil),        // 47: fedhost.v1.CommandRequest
-	(*CommandResponse)(nil),       // 48: fedhost.v1.CommandResponse
-	(*OperationsResponse)(nil),    // 49: fedhost.v1.OperationsResponse
-	(*VersionGuardRequest)(nil),   // 50: fedhost.v1.VersionGuardRequest
-	(*VersionGuardResponse)(nil),  // 51: fedhost.v1.VersionGuardResponse
-	(*RoleGroupsRequest)(nil),     // 52: fedhost.v1.RoleGroupsRequest
-	(*RoleGroup)(nil),             // 53: fedhost.v1.RoleGroup
-	(*RoleGroupsResponse)(nil),    // 54: fedhost.v1.RoleGroupsResponse
-	nil,                           // 55: fedhost.v1.ProvisionRequest.SecretsEntry
-	nil,                           // 56: fedhost.v1.ProvisionResponse.SecretsEntry
-	nil,                           // 57: fedhost.v1.ExecRequest.EnvEntry
-	nil,                           // 58: fedhost.v1.RenderRequest.ResultsEntry
-	nil,                           // 59: fedhost.v1.CommandRequest.ResultsEntry
-	nil,                           // 60: fedhost.v1.CommandResponse.EnvEntry
+	(*StopExecRequest)(nil),       // 16: fedhost.v1.StopExecRequest
+	(*StopExecResponse)(nil),      // 17: fedhost.v1.StopExecResponse
+	(*ExecEvent)(nil),             // 18: fedhost.v1.ExecEvent
+	(*DomainRequest)(nil),         // 19: fedhost.v1.DomainRequest
+	(*CheckResponse)(nil),         // 20: fedhost.v1.CheckResponse
+	(*RegisterRequest)(nil),       // 21: fedhost.v1.RegisterRequest
+	(*RenewRequest)(nil),          // 22: fedhost.v1.RenewRequest
+	(*NameserversRequest)(nil),    // 23: fedhost.v1.NameserversRequest
+	(*TransferRequest)(nil),       // 24: fedhost.v1.TransferRequest
+	(*AuthCodeResponse)(nil),      // 25: fedhost.v1.AuthCodeResponse
+	(*LockRequest)(nil),           // 26: fedhost.v1.LockRequest
+	(*Domain)(nil),                // 27: fedhost.v1.Domain
+	(*DomainResponse)(nil),        // 28: fedhost.v1.DomainResponse
+	(*SnapshotRequest)(nil),       // 29: fedhost.v1.SnapshotRequest
+	(*SnapshotResponse)(nil),      // 30: fedhost.v1.SnapshotResponse
+	(*Contact)(nil),               // 31: fedhost.v1.Contact
+	(*ContactRequest)(nil),        // 32: fedhost.v1.ContactRequest
+	(*ListContactsRequest)(nil),   // 33: fedhost.v1.ListContactsRequest
+	(*ListContactsResponse)(nil),  // 34: fedhost.v1.ListContactsResponse
+	(*DeleteContactResponse)(nil), // 35: fedhost.v1.DeleteContactResponse
+	(*SchemaRequest)(nil),         // 36: fedhost.v1.SchemaRequest
+	(*SchemaResponse)(nil),        // 37: fedhost.v1.SchemaResponse
+	(*RequestsRequest)(nil),       // 38: fedhost.v1.RequestsRequest
+	(*ResourceRequest)(nil),       // 39: fedhost.v1.ResourceRequest
+	(*RequestsResponse)(nil),      // 40: fedhost.v1.RequestsResponse
+	(*RenderRequest)(nil),         // 41: fedhost.v1.RenderRequest
+	(*Node)(nil),                  // 42: fedhost.v1.Node
+	(*RenderResponse)(nil),        // 43: fedhost.v1.RenderResponse
+	(*RenamesRequest)(nil),        // 44: fedhost.v1.RenamesRequest
+	(*Rename)(nil),                // 45: fedhost.v1.Rename
+	(*RenamesResponse)(nil),       // 46: fedhost.v1.RenamesResponse
+	(*OperationsRequest)(nil),     // 47: fedhost.v1.OperationsRequest
+	(*Operation)(nil),             // 48: fedhost.v1.Operation
+	(*CommandRequest)(nil),        // 49: fedhost.v1.CommandRequest
+	(*CommandResponse)(nil),       // 50: fedhost.v1.CommandResponse
+	(*OperationsResponse)(nil),    // 51: fedhost.v1.OperationsResponse
+	(*VersionGuardRequest)(nil),   // 52: fedhost.v1.VersionGuardRequest
+	(*VersionGuardResponse)(nil),  // 53: fedhost.v1.VersionGuardResponse
+	(*RoleGroupsRequest)(nil),     // 54: fedhost.v1.RoleGroupsRequest
+	(*RoleGroup)(nil),             // 55: fedhost.v1.RoleGroup
+	(*RoleGroupsResponse)(nil),    // 56: fedhost.v1.RoleGroupsResponse
+	nil,                           // 57: fedhost.v1.ProvisionRequest.SecretsEntry
+	nil,                           // 58: fedhost.v1.ProvisionResponse.SecretsEntry
+	nil,                           // 59: fedhost.v1.ExecRequest.EnvEntry
+	nil,                           // 60: fedhost.v1.RenderRequest.ResultsEntry
+	nil,                           // 61: fedhost.v1.CommandRequest.ResultsEntry
+	nil,                           // 62: fedhost.v1.CommandResponse.EnvEntry
 }
 var file_fedhost_proto_depIdxs = []int32{
-	55, // 0: fedhost.v1.ProvisionRequest.secrets:type_name -> fedhost.v1.ProvisionRequest.SecretsEntry
-	56, // 1: fedhost.v1.ProvisionResponse.secrets:type_name -> fedhost.v1.ProvisionResponse.SecretsEntry
-	57, // 2: fedhost.v1.ExecRequest.env:type_name -> fedhost.v1.ExecRequest.EnvEntry
-	25, // 3: fedhost.v1.DomainResponse.domain:type_name -> fedhost.v1.Domain
-	25, // 4: fedhost.v1.SnapshotResponse.domains:type_name -> fedhost.v1.Domain
-	29, // 5: fedhost.v1.ListContactsResponse.contacts:type_name -> fedhost.v1.Contact
-	37, // 6: fedhost.v1.RequestsResponse.requests:type_name -> fedhost.v1.ResourceRequest
-	58, // 7: fedhost.v1.RenderRequest.results:type_name -> fedhost.v1.RenderRequest.ResultsEntry
-	40, // 8: fedhost.v1.RenderResponse.nodes:type_name -> fedhost.v1.Node
-	43, // 9: fedhost.v1.RenamesResponse.renames:type_name -> fedhost.v1.Rename
-	59, // 10: fedhost.v1.CommandRequest.results:type_name -> fedhost.v1.CommandRequest.ResultsEntry
-	60, // 11: fedhost.v1.CommandResponse.env:type_name -> fedhost.v1.CommandResponse.EnvEntry
-	46, // 12: fedhost.v1.OperationsResponse.operations:type_name -> fedhost.v1.Operation
-	53, // 13: fedhost.v1.RoleGroupsResponse.groups:type_name -> fedhost.v1.RoleGroup
+	57, // 0: fedhost.v1.ProvisionRequest.secrets:type_name -> fedhost.v1.ProvisionRequest.SecretsEntry
+	58, // 1: fedhost.v1.ProvisionResponse.secrets:type_name -> fedhost.v1.ProvisionResponse.SecretsEntry
+	59, // 2: fedhost.v1.ExecRequest.env:type_name -> fedhost.v1.ExecRequest.EnvEntry
+	27, // 3: fedhost.v1.DomainResponse.domain:type_name -> fedhost.v1.Domain
+	27, // 4: fedhost.v1.SnapshotResponse.domains:type_name -> fedhost.v1.Domain
+	31, // 5: fedhost.v1.ListContactsResponse.contacts:type_name -> fedhost.v1.Contact
+	39, // 6: fedhost.v1.RequestsResponse.requests:type_name -> fedhost.v1.ResourceRequest
+	60, // 7: fedhost.v1.RenderRequest.results:type_name -> fedhost.v1.RenderRequest.ResultsEntry
+	42, // 8: fedhost.v1.RenderResponse.nodes:type_name -> fedhost.v1.Node
+	45, // 9: fedhost.v1.RenamesResponse.renames:type_name -> fedhost.v1.Rename
+	61, // 10: fedhost.v1.CommandRequest.results:type_name -> fedhost.v1.CommandRequest.ResultsEntry
+	62, // 11: fedhost.v1.CommandResponse.env:type_name -> fedhost.v1.CommandResponse.EnvEntry
+	48, // 12: fedhost.v1.OperationsResponse.operations:type_name -> fedhost.v1.Operation
+	55, // 13: fedhost.v1.RoleGroupsResponse.groups:type_name -> fedhost.v1.RoleGroup
 	0,  // 14: fedhost.v1.Plugin.Describe:input_type -> fedhost.v1.DescribeRequest
 	2,  // 15: fedhost.v1.Plugin.Configure:input_type -> fedhost.v1.ConfigureRequest
 	5,  // 16: fedhost.v1.ResourceProvider.Validate:input_type -> fedhost.v1.ValidateRequest
@@ -3611,60 +3717,62 @@ var file_fedhost_proto_depIdxs = []int32{
 	11, // 19: fedhost.v1.ResourceProvider.Status:input_type -> fedhost.v1.StatusRequest
 	13, // 20: fedhost.v1.ResourceProvider.Reveal:input_type -> fedhost.v1.RevealRequest
 	15, // 21: fedhost.v1.ResourceProvider.Exec:input_type -> fedhost.v1.ExecRequest
-	17, // 22: fedhost.v1.Registrar.Check:input_type -> fedhost.v1.DomainRequest
-	19, // 23: fedhost.v1.Registrar.Register:input_type -> fedhost.v1.RegisterRequest
-	20, // 24: fedhost.v1.Registrar.Renew:input_type -> fedhost.v1.RenewRequest
-	21, // 25: fedhost.v1.Registrar.SetNameservers:input_type -> fedhost.v1.NameserversRequest
-	27, // 26: fedhost.v1.Registrar.Snapshot:input_type -> fedhost.v1.SnapshotRequest
-	22, // 27: fedhost.v1.Registrar.Transfer:input_type -> fedhost.v1.TransferRequest
-	17, // 28: fedhost.v1.Registrar.AuthCode:input_type -> fedhost.v1.DomainRequest
-	24, // 29: fedhost.v1.Registrar.SetLock:input_type -> fedhost.v1.LockRequest
-	17, // 30: fedhost.v1.Registrar.RemoveDNSSEC:input_type -> fedhost.v1.DomainRequest
-	29, // 31: fedhost.v1.Registrar.PutContact:input_type -> fedhost.v1.Contact
-	30, // 32: fedhost.v1.Registrar.GetContact:input_type -> fedhost.v1.ContactRequest
-	31, // 33: fedhost.v1.Registrar.ListContacts:input_type -> fedhost.v1.ListContactsRequest
-	30, // 34: fedhost.v1.Registrar.DeleteContact:input_type -> fedhost.v1.ContactRequest
-	17, // 35: fedhost.v1.Registrar.GetDomain:input_type -> fedhost.v1.DomainRequest
-	34, // 36: fedhost.v1.App.Schema:input_type -> fedhost.v1.SchemaRequest
-	36, // 37: fedhost.v1.App.Requests:input_type -> fedhost.v1.RequestsRequest
-	39, // 38: fedhost.v1.App.Render:input_type -> fedhost.v1.RenderRequest
-	42, // 39: fedhost.v1.App.Renames:input_type -> fedhost.v1.RenamesRequest
-	45, // 40: fedhost.v1.App.Operations:input_type -> fedhost.v1.OperationsRequest
-	50, // 41: fedhost.v1.App.VersionGuard:input_type -> fedhost.v1.VersionGuardRequest
-	52, // 42: fedhost.v1.App.RoleGroups:input_type -> fedhost.v1.RoleGroupsRequest
-	47, // 43: fedhost.v1.App.Command:input_type -> fedhost.v1.CommandRequest
-	1,  // 44: fedhost.v1.Plugin.Describe:output_type -> fedhost.v1.DescribeResponse
-	3,  // 45: fedhost.v1.Plugin.Configure:output_type -> fedhost.v1.ConfigureResponse
-	6,  // 46: fedhost.v1.ResourceProvider.Validate:output_type -> fedhost.v1.ValidateResponse
-	8,  // 47: fedhost.v1.ResourceProvider.Provision:output_type -> fedhost.v1.ProvisionResponse
-	10, // 48: fedhost.v1.ResourceProvider.Deprovision:output_type -> fedhost.v1.DeprovisionResponse
-	12, // 49: fedhost.v1.ResourceProvider.Status:output_type -> fedhost.v1.StatusResponse
-	14, // 50: fedhost.v1.ResourceProvider.Reveal:output_type -> fedhost.v1.RevealResponse
-	16, // 51: fedhost.v1.ResourceProvider.Exec:output_type -> fedhost.v1.ExecEvent
-	18, // 52: fedhost.v1.Registrar.Check:output_type -> fedhost.v1.CheckResponse
-	26, // 53: fedhost.v1.Registrar.Register:output_type -> fedhost.v1.DomainResponse
-	26, // 54: fedhost.v1.Registrar.Renew:output_type -> fedhost.v1.DomainResponse
-	26, // 55: fedhost.v1.Registrar.SetNameservers:output_type -> fedhost.v1.DomainResponse
-	28, // 56: fedhost.v1.Registrar.Snapshot:output_type -> fedhost.v1.SnapshotResponse
-	26, // 57: fedhost.v1.Registrar.Transfer:output_type -> fedhost.v1.DomainResponse
-	23, // 58: fedhost.v1.Registrar.AuthCode:output_type -> fedhost.v1.AuthCodeResponse
-	26, // 59: fedhost.v1.Registrar.SetLock:output_type -> fedhost.v1.DomainResponse
-	26, // 60: fedhost.v1.Registrar.RemoveDNSSEC:output_type -> fedhost.v1.DomainResponse
-	29, // 61: fedhost.v1.Registrar.PutContact:output_type -> fedhost.v1.Contact
-	29, // 62: fedhost.v1.Registrar.GetContact:output_type -> fedhost.v1.Contact
-	32, // 63: fedhost.v1.Registrar.ListContacts:output_type -> fedhost.v1.ListContactsResponse
-	33, // 64: fedhost.v1.Registrar.DeleteContact:output_type -> fedhost.v1.DeleteContactResponse
-	26, // 65: fedhost.v1.Registrar.GetDomain:output_type -> fedhost.v1.DomainResponse
-	35, // 66: fedhost.v1.App.Schema:output_type -> fedhost.v1.SchemaResponse
-	38, // 67: fedhost.v1.App.Requests:output_type -> fedhost.v1.RequestsResponse
-	41, // 68: fedhost.v1.App.Render:output_type -> fedhost.v1.RenderResponse
-	44, // 69: fedhost.v1.App.Renames:output_type -> fedhost.v1.RenamesResponse
-	49, // 70: fedhost.v1.App.Operations:output_type -> fedhost.v1.OperationsResponse
-	51, // 71: fedhost.v1.App.VersionGuard:output_type -> fedhost.v1.VersionGuardResponse
-	54, // 72: fedhost.v1.App.RoleGroups:output_type -> fedhost.v1.RoleGroupsResponse
-	48, // 73: fedhost.v1.App.Command:output_type -> fedhost.v1.CommandResponse
-	44, // [44:74] is the sub-list for method output_type
-	14, // [14:44] is the sub-list for method input_type
+	16, // 22: fedhost.v1.ResourceProvider.StopExec:input_type -> fedhost.v1.StopExecRequest
+	19, // 23: fedhost.v1.Registrar.Check:input_type -> fedhost.v1.DomainRequest
+	21, // 24: fedhost.v1.Registrar.Register:input_type -> fedhost.v1.RegisterRequest
+	22, // 25: fedhost.v1.Registrar.Renew:input_type -> fedhost.v1.RenewRequest
+	23, // 26: fedhost.v1.Registrar.SetNameservers:input_type -> fedhost.v1.NameserversRequest
+	29, // 27: fedhost.v1.Registrar.Snapshot:input_type -> fedhost.v1.SnapshotRequest
+	24, // 28: fedhost.v1.Registrar.Transfer:input_type -> fedhost.v1.TransferRequest
+	19, // 29: fedhost.v1.Registrar.AuthCode:input_type -> fedhost.v1.DomainRequest
+	26, // 30: fedhost.v1.Registrar.SetLock:input_type -> fedhost.v1.LockRequest
+	19, // 31: fedhost.v1.Registrar.RemoveDNSSEC:input_type -> fedhost.v1.DomainRequest
+	31, // 32: fedhost.v1.Registrar.PutContact:input_type -> fedhost.v1.Contact
+	32, // 33: fedhost.v1.Registrar.GetContact:input_type -> fedhost.v1.ContactRequest
+	33, // 34: fedhost.v1.Registrar.ListContacts:input_type -> fedhost.v1.ListContactsRequest
+	32, // 35: fedhost.v1.Registrar.DeleteContact:input_type -> fedhost.v1.ContactRequest
+	19, // 36: fedhost.v1.Registrar.GetDomain:input_type -> fedhost.v1.DomainRequest
+	36, // 37: fedhost.v1.App.Schema:input_type -> fedhost.v1.SchemaRequest
+	38, // 38: fedhost.v1.App.Requests:input_type -> fedhost.v1.RequestsRequest
+	41, // 39: fedhost.v1.App.Render:input_type -> fedhost.v1.RenderRequest
+	44, // 40: fedhost.v1.App.Renames:input_type -> fedhost.v1.RenamesRequest
+	47, // 41: fedhost.v1.App.Operations:input_type -> fedhost.v1.OperationsRequest
+	52, // 42: fedhost.v1.App.VersionGuard:input_type -> fedhost.v1.VersionGuardRequest
+	54, // 43: fedhost.v1.App.RoleGroups:input_type -> fedhost.v1.RoleGroupsRequest
+	49, // 44: fedhost.v1.App.Command:input_type -> fedhost.v1.CommandRequest
+	1,  // 45: fedhost.v1.Plugin.Describe:output_type -> fedhost.v1.DescribeResponse
+	3,  // 46: fedhost.v1.Plugin.Configure:output_type -> fedhost.v1.ConfigureResponse
+	6,  // 47: fedhost.v1.ResourceProvider.Validate:output_type -> fedhost.v1.ValidateResponse
+	8,  // 48: fedhost.v1.ResourceProvider.Provision:output_type -> fedhost.v1.ProvisionResponse
+	10, // 49: fedhost.v1.ResourceProvider.Deprovision:output_type -> fedhost.v1.DeprovisionResponse
+	12, // 50: fedhost.v1.ResourceProvider.Status:output_type -> fedhost.v1.StatusResponse
+	14, // 51: fedhost.v1.ResourceProvider.Reveal:output_type -> fedhost.v1.RevealResponse
+	18, // 52: fedhost.v1.ResourceProvider.Exec:output_type -> fedhost.v1.ExecEvent
+	17, // 53: fedhost.v1.ResourceProvider.StopExec:output_type -> fedhost.v1.StopExecResponse
+	20, // 54: fedhost.v1.Registrar.Check:output_type -> fedhost.v1.CheckResponse
+	28, // 55: fedhost.v1.Registrar.Register:output_type -> fedhost.v1.DomainResponse
+	28, // 56: fedhost.v1.Registrar.Renew:output_type -> fedhost.v1.DomainResponse
+	28, // 57: fedhost.v1.Registrar.SetNameservers:output_type -> fedhost.v1.DomainResponse
+	30, // 58: fedhost.v1.Registrar.Snapshot:output_type -> fedhost.v1.SnapshotResponse
+	28, // 59: fedhost.v1.Registrar.Transfer:output_type -> fedhost.v1.DomainResponse
+	25, // 60: fedhost.v1.Registrar.AuthCode:output_type -> fedhost.v1.AuthCodeResponse
+	28, // 61: fedhost.v1.Registrar.SetLock:output_type -> fedhost.v1.DomainResponse
+	28, // 62: fedhost.v1.Registrar.RemoveDNSSEC:output_type -> fedhost.v1.DomainResponse
+	31, // 63: fedhost.v1.Registrar.PutContact:output_type -> fedhost.v1.Contact
+	31, // 64: fedhost.v1.Registrar.GetContact:output_type -> fedhost.v1.Contact
+	34, // 65: fedhost.v1.Registrar.ListContacts:output_type -> fedhost.v1.ListContactsResponse
+	35, // 66: fedhost.v1.Registrar.DeleteContact:output_type -> fedhost.v1.DeleteContactResponse
+	28, // 67: fedhost.v1.Registrar.GetDomain:output_type -> fedhost.v1.DomainResponse
+	37, // 68: fedhost.v1.App.Schema:output_type -> fedhost.v1.SchemaResponse
+	40, // 69: fedhost.v1.App.Requests:output_type -> fedhost.v1.RequestsResponse
+	43, // 70: fedhost.v1.App.Render:output_type -> fedhost.v1.RenderResponse
+	46, // 71: fedhost.v1.App.Renames:output_type -> fedhost.v1.RenamesResponse
+	51, // 72: fedhost.v1.App.Operations:output_type -> fedhost.v1.OperationsResponse
+	53, // 73: fedhost.v1.App.VersionGuard:output_type -> fedhost.v1.VersionGuardResponse
+	56, // 74: fedhost.v1.App.RoleGroups:output_type -> fedhost.v1.RoleGroupsResponse
+	50, // 75: fedhost.v1.App.Command:output_type -> fedhost.v1.CommandResponse
+	45, // [45:76] is the sub-list for method output_type
+	14, // [14:45] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -3681,7 +3789,7 @@ func file_fedhost_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedhost_proto_rawDesc), len(file_fedhost_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   61,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -176,6 +176,7 @@ const (
 	ResourceProvider_Status_FullMethodName      = "/fedhost.v1.ResourceProvider/Status"
 	ResourceProvider_Reveal_FullMethodName      = "/fedhost.v1.ResourceProvider/Reveal"
 	ResourceProvider_Exec_FullMethodName        = "/fedhost.v1.ResourceProvider/Exec"
+	ResourceProvider_StopExec_FullMethodName    = "/fedhost.v1.ResourceProvider/StopExec"
 )
 
 // ResourceProviderClient is the client API for ResourceProvider service.
@@ -193,6 +194,11 @@ type ResourceProviderClient interface {
 	// and files, and streams its output, ending with its exit. Cancelling the call kills
 	// the command's process group.
 	Exec(ctx context.Context, in *ExecRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ExecEvent], error)
+	// StopExec stops the command of a running Exec named by its exec_id: the Exec call
+	// then ends once the command and what it started are gone, so a host that cancels
+	// knows when they are. A provider without it answers unimplemented, and the host
+	// cancels the Exec call instead (which does not wait for the command to stop).
+	StopExec(ctx context.Context, in *StopExecRequest, opts ...grpc.CallOption) (*StopExecResponse, error)
 }
 
 type resourceProviderClient struct {
@@ -272,6 +278,16 @@ func (c *resourceProviderClient) Exec(ctx context.Context, in *ExecRequest, opts
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ResourceProvider_ExecClient = grpc.ServerStreamingClient[ExecEvent]
 
+func (c *resourceProviderClient) StopExec(ctx context.Context, in *StopExecRequest, opts ...grpc.CallOption) (*StopExecResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StopExecResponse)
+	err := c.cc.Invoke(ctx, ResourceProvider_StopExec_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ResourceProviderServer is the server API for ResourceProvider service.
 // All implementations must embed UnimplementedResourceProviderServer
 // for forward compatibility.
@@ -287,6 +303,11 @@ type ResourceProviderServer interface {
 	// and files, and streams its output, ending with its exit. Cancelling the call kills
 	// the command's process group.
 	Exec(*ExecRequest, grpc.ServerStreamingServer[ExecEvent]) error
+	// StopExec stops the command of a running Exec named by its exec_id: the Exec call
+	// then ends once the command and what it started are gone, so a host that cancels
+	// knows when they are. A provider without it answers unimplemented, and the host
+	// cancels the Exec call instead (which does not wait for the command to stop).
+	StopExec(context.Context, *StopExecRequest) (*StopExecResponse, error)
 	mustEmbedUnimplementedResourceProviderServer()
 }
 
@@ -314,6 +335,9 @@ func (UnimplementedResourceProviderServer) Reveal(context.Context, *RevealReques
 }
 func (UnimplementedResourceProviderServer) Exec(*ExecRequest, grpc.ServerStreamingServer[ExecEvent]) error {
 	return status.Error(codes.Unimplemented, "method Exec not implemented")
+}
+func (UnimplementedResourceProviderServer) StopExec(context.Context, *StopExecRequest) (*StopExecResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StopExec not implemented")
 }
 func (UnimplementedResourceProviderServer) mustEmbedUnimplementedResourceProviderServer() {}
 func (UnimplementedResourceProviderServer) testEmbeddedByValue()                          {}
@@ -437,6 +461,24 @@ func _ResourceProvider_Exec_Handler(srv interface{}, stream grpc.ServerStream) e
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ResourceProvider_ExecServer = grpc.ServerStreamingServer[ExecEvent]
 
+func _ResourceProvider_StopExec_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StopExecRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ResourceProviderServer).StopExec(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ResourceProvider_StopExec_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ResourceProviderServer).StopExec(ctx, req.(*StopExecRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ResourceProvider_ServiceDesc is the grpc.ServiceDesc for ResourceProvider service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -463,6 +505,10 @@ var ResourceProvider_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Reveal",
 			Handler:    _ResourceProvider_Reveal_Handler,
+		},
+		{
+			MethodName: "StopExec",
+			Handler:    _ResourceProvider_StopExec_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
