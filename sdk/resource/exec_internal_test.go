@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -145,5 +146,19 @@ func TestStopExecBeforeItsExecRunsNothing(t *testing.T) {
 	}
 	if _, err := rpc.StopExec(ctx, &pb.StopExecRequest{}); err == nil {
 		t.Fatal("StopExec without an exec_id was accepted")
+	}
+	long := strings.Repeat("x", maxExecID+1)
+	if _, err := rpc.StopExec(ctx, &pb.StopExecRequest{ExecId: long}); err == nil {
+		t.Fatal("StopExec of an exec_id longer than its bound was accepted")
+	}
+	stream, err = rpc.Exec(ctx, &pb.ExecRequest{Tenant: "kit", Instance: "main", Type: contract.Instance, ExecId: long})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.Recv(); err == nil || !strings.Contains(err.Error(), "exec_id") {
+		t.Fatalf("an Exec with an exec_id longer than its bound gave %v, want a refusal naming exec_id", err)
+	}
+	if n := p.calls.Load(); n != 0 {
+		t.Fatalf("the provider's Exec was called %d times, want none", n)
 	}
 }

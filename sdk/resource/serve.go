@@ -39,7 +39,10 @@ type server struct {
 	early map[string]time.Time
 }
 
-const maxEarlyStops = 1024
+const (
+	maxEarlyStops = 1024
+	maxExecID     = 64 // bytes of an exec_id (the host's are 26)
+)
 
 func (s *server) check(tenant, instance, typ string) error {
 	if err := checkNames(tenant, instance); err != nil {
@@ -149,6 +152,9 @@ func (s *server) Exec(req *pb.ExecRequest, stream pb.ResourceProvider_ExecServer
 	if req.GetTimeoutSeconds() < 0 {
 		return wire.ToStatus(sdk.Invalid("timeout_seconds", "the timeout is negative"))
 	}
+	if len(req.GetExecId()) > maxExecID {
+		return wire.ToStatus(sdk.Invalid("exec_id", "the exec_id is longer than %d bytes", maxExecID))
+	}
 	ctx := stream.Context()
 	if id := req.GetExecId(); id != "" {
 		var stop context.CancelFunc
@@ -189,8 +195,8 @@ func (s *server) Exec(req *pb.ExecRequest, stream pb.ResourceProvider_ExecServer
 // and that Exec call ends once the command is gone.
 func (s *server) StopExec(_ context.Context, req *pb.StopExecRequest) (*pb.StopExecResponse, error) {
 	id := req.GetExecId()
-	if id == "" {
-		return nil, wire.ToStatus(sdk.Invalid("exec_id", "StopExec names the Exec call by its exec_id"))
+	if id == "" || len(id) > maxExecID {
+		return nil, wire.ToStatus(sdk.Invalid("exec_id", "StopExec names the Exec call by its exec_id, at most %d bytes", maxExecID))
 	}
 	s.execsMu.Lock()
 	defer s.execsMu.Unlock()
