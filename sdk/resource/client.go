@@ -75,6 +75,9 @@ func (c *Client) Reveal(ctx context.Context, tenant, instance, reference string)
 // the command and what it started are gone (at most execStopWait later). A provider of
 // before StopExec cannot say so: its call is cancelled, and Exec returns at once.
 func (c *Client) Exec(ctx context.Context, req ExecRequest, output func(ExecOutput) error) (ExecResult, error) {
+	if err := ctx.Err(); err != nil {
+		return ExecResult{}, err // nothing to start
+	}
 	// The call outlives ctx by the stop: it is cancelled only when the provider cannot
 	// stop the command through StopExec, or does not within execStopWait.
 	callCtx, cancelCall := context.WithCancel(context.WithoutCancel(ctx))

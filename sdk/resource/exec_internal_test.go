@@ -92,6 +92,32 @@ func TestCancelledExecReturnsOnceTheCommandIsGone(t *testing.T) {
 	}
 }
 
+// countingServer counts the Exec calls that reach the provider's server.
+type countingServer struct {
+	*server
+	opens atomic.Int32
+}
+
+func (c *countingServer) Exec(req *pb.ExecRequest, stream pb.ResourceProvider_ExecServer) error {
+	c.opens.Add(1)
+	return c.server.Exec(req, stream)
+}
+
+// An Exec with a context cancelled already sends no call to the provider.
+func TestExecOfACancelledContextStartsNothing(t *testing.T) {
+	p := &slowStopper{stopped: make(chan struct{})}
+	srv := &countingServer{server: &server{p: p, types: []string{contract.Instance}, execs: map[string]context.CancelFunc{}}}
+	c, _ := serve(t, srv)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := c.Exec(ctx, execReq(), func(ExecOutput) error { return nil }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("an Exec of a cancelled context returned %v, want context.Canceled", err)
+	}
+	if n := srv.opens.Load(); n != 0 {
+		t.Fatalf("%d Exec calls reached the provider, want none", n)
+	}
+}
+
 // oldProvider is a provider of before StopExec: its Exec ends when its call is cancelled,
 // and it answers StopExec unimplemented.
 type oldProvider struct {
