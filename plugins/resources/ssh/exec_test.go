@@ -84,9 +84,19 @@ func TestExecOnTheMachine(t *testing.T) {
 	req := resource.Request{Tenant: "t1", Instance: "web", Type: contract.Instance, Spec: nodeSpec(nil), Secrets: testSecrets}
 	res, err := rc.Provision(ctx, req)
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		_ = rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: "t1", Instance: "web", Type: contract.Instance, Spec: req.Spec})
-	})
+	// The node's supervisor runs on until deprovisioned: done before the plugin is killed
+	// at the end, or here if the test stops before.
+	deprovisioned := false
+	deprovision := func() {
+		if deprovisioned {
+			return
+		}
+		deprovisioned = true
+		if err := rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: "t1", Instance: "web", Type: contract.Instance, Spec: req.Spec}); err != nil {
+			t.Errorf("deprovisioning the node: %v", err)
+		}
+	}
+	t.Cleanup(deprovision)
 	addr, err := addressOf(res.Data)
 	require.NoError(t, err)
 	nodeDir := filepath.Join(workDir, "t1", "web")
@@ -148,6 +158,8 @@ func TestExecOnTheMachine(t *testing.T) {
 	for _, e := range entries {
 		require.False(t, strings.HasPrefix(e.Name(), "exec-"), "left in .fedhost: %s", e.Name())
 	}
+	deprovision()
+	require.NoDirExists(t, nodeDir, "the node goes with its supervisor")
 	p.Kill()
 	require.NotContains(t, logs.String(), password)
 	require.Contains(t, logs.String(), "command ended")
@@ -214,7 +226,9 @@ func TestExecConnectionBreaks(t *testing.T) {
 	_, err = rc.Provision(ctx, req)
 	require.NoError(t, err)
 	t.Cleanup(func() {
-		_ = rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: "t1", Instance: "web", Type: contract.Instance, Spec: req.Spec})
+		if err := rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: "t1", Instance: "web", Type: contract.Instance, Spec: req.Spec}); err != nil {
+			t.Errorf("deprovisioning the node: %v", err)
+		}
 	})
 
 	pids := make(chan int, 1)
