@@ -62,6 +62,7 @@ type execWs struct {
 
 	mu       sync.Mutex
 	conns    map[int]*websocket.Conn // nil until connected
+	claimed  map[int]bool            // a connect is upgrading it: a second one is refused
 	fds      map[int]string          // the secrets
 	required chan struct{}           // closed when 0, 1 and 2 are connected
 	control  chan struct{}           // closed when control is connected, or the command ended
@@ -208,21 +209,24 @@ func (e *execWs) connect(w http.ResponseWriter, r *http.Request) {
 		errorResp(w, http.StatusForbidden, "permission denied")
 		return
 	}
+	// The stream is claimed before the upgrade: a second connect that comes while the
+	// first one upgrades is refused with an answer, not upgraded and then closed.
 	e.mu.Lock()
-	if e.conns[fd] != nil {
+	if e.conns[fd] != nil || e.claimed[fd] {
 		e.mu.Unlock()
 		errorResp(w, http.StatusInternalServerError, "Websocket number already connected")
 		return
 	}
+	if e.claimed == nil {
+		e.claimed = map[int]bool{}
+	}
+	e.claimed[fd] = true
 	e.mu.Unlock()
 	conn, err := upgrader.Upgrade(w, r, nil)
-	if err != nil {
-		return // the upgrader answered
-	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.conns[fd] != nil {
-		conn.Close()
+	if err != nil {
+		delete(e.claimed, fd) // the upgrader answered; the stream may be connected again
 		return
 	}
 	e.conns[fd] = conn
