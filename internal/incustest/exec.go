@@ -147,6 +147,7 @@ func (s *Server) execHandler(w http.ResponseWriter, r *http.Request, in *instanc
 	}
 	e := &execWs{s: s, in: in, command: req.Command, env: env, cwd: req.Cwd, requestor: requestor(r),
 		conns:    map[int]*websocket.Conn{execControl: nil, execStdin: nil, execStdout: nil, execStderr: nil},
+		claimed:  map[int]bool{},
 		fds:      map[int]string{},
 		required: make(chan struct{}), control: make(chan struct{})}
 	fds := map[string]any{}
@@ -216,9 +217,6 @@ func (e *execWs) connect(w http.ResponseWriter, r *http.Request) {
 		e.mu.Unlock()
 		errorResp(w, http.StatusInternalServerError, "Websocket number already connected")
 		return
-	}
-	if e.claimed == nil {
-		e.claimed = map[int]bool{}
 	}
 	e.claimed[fd] = true
 	e.mu.Unlock()

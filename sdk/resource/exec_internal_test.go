@@ -80,7 +80,7 @@ func startAndCancel(t *testing.T, c *Client) error {
 // gives the node to the next run only then.
 func TestCancelledExecReturnsOnceTheCommandIsGone(t *testing.T) {
 	p := &slowStopper{stopDelay: 500 * time.Millisecond, stopped: make(chan struct{})}
-	c, _ := serve(t, &server{p: p, types: []string{contract.Instance}, execs: map[string]context.CancelFunc{}})
+	c, _ := serve(t, newServer(p, []string{contract.Instance}))
 	err := startAndCancel(t, c)
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("a cancelled Exec returned %v, want context.Canceled", err)
@@ -106,7 +106,7 @@ func (c *countingServer) Exec(req *pb.ExecRequest, stream pb.ResourceProvider_Ex
 // An Exec with a context cancelled already sends no call to the provider.
 func TestExecOfACancelledContextStartsNothing(t *testing.T) {
 	p := &slowStopper{stopped: make(chan struct{})}
-	srv := &countingServer{server: &server{p: p, types: []string{contract.Instance}, execs: map[string]context.CancelFunc{}}}
+	srv := &countingServer{server: newServer(p, []string{contract.Instance})}
 	c, _ := serve(t, srv)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -154,7 +154,7 @@ func TestCancelledExecOfAnOlderProviderCancelsTheCall(t *testing.T) {
 // Exec before it runs anything; an unknown exec_id is not an error, an empty one is.
 func TestStopExecBeforeItsExecRunsNothing(t *testing.T) {
 	p := &slowStopper{stopped: make(chan struct{})}
-	_, rpc := serve(t, &server{p: p, types: []string{contract.Instance}, execs: map[string]context.CancelFunc{}})
+	_, rpc := serve(t, newServer(p, []string{contract.Instance}))
 	ctx := context.Background()
 	res, err := rpc.StopExec(ctx, &pb.StopExecRequest{ExecId: "early"})
 	if err != nil || res.GetRunning() {

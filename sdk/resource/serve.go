@@ -22,7 +22,7 @@ func Serve(desc sdk.Description, p Provider, opts ...sdk.ServeOption) {
 	if c, ok := p.(sdk.Configurer); ok {
 		configure = c.Configure
 	}
-	s := &server{p: p, types: desc.Serves, execs: map[string]context.CancelFunc{}}
+	s := newServer(p, desc.Serves)
 	wire.ServeKind(desc, configure, func(g *grpc.Server) { pb.RegisterResourceProviderServer(g, s) }, opts)
 }
 
@@ -37,6 +37,10 @@ type server struct {
 	// cancel right after the start): such an Exec runs nothing. Kept a minute, at most
 	// maxEarlyStops.
 	early map[string]time.Time
+}
+
+func newServer(p Provider, types []string) *server {
+	return &server{p: p, types: types, execs: map[string]context.CancelFunc{}, early: map[string]time.Time{}}
 }
 
 const (
@@ -210,9 +214,6 @@ func (s *server) StopExec(_ context.Context, req *pb.StopExecRequest) (*pb.StopE
 		if now.Sub(at) > time.Minute {
 			delete(s.early, early)
 		}
-	}
-	if s.early == nil {
-		s.early = map[string]time.Time{}
 	}
 	if len(s.early) < maxEarlyStops {
 		s.early[id] = now

@@ -86,16 +86,11 @@ func TestExecOnTheMachine(t *testing.T) {
 	require.NoError(t, err)
 	// The node's supervisor runs on until deprovisioned: done before the plugin is killed
 	// at the end, or here if the test stops before.
-	deprovisioned := false
-	deprovision := func() {
-		if deprovisioned {
-			return
-		}
-		deprovisioned = true
+	deprovision := sync.OnceFunc(func() {
 		if err := rc.Deprovision(context.Background(), resource.DeprovisionRequest{Tenant: "t1", Instance: "web", Type: contract.Instance, Spec: req.Spec}); err != nil {
 			t.Errorf("deprovisioning the node: %v", err)
 		}
-	}
+	})
 	t.Cleanup(deprovision)
 	addr, err := addressOf(res.Data)
 	require.NoError(t, err)
